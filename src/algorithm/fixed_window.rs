@@ -1,0 +1,254 @@
+//! The fixed-window counter: `limit` per window, windows aligned on the clock's epoch.
+//!
+//! Kept for completeness and comparison. Its flaw is the boundary: `limit` requests at the end of
+//! one window and `limit` more at the start of the next are all admitted, twice the limit within a
+//! moment. Prefer [`Gcra`](super::Gcra) or [`SlidingWindow`](super::SlidingWindow).
+//!
+//! # The word
+//!
+//! With `k` = the bits needed for the limit (`⌈log2(limit + 1)⌉`):
+//!
+//! ```text
+//!  63                                         k k-1            0
+//! ┌─────────────────────────────────────────────┬────────────────┐
+//! │        window index (64 − k bits)           │     count      │
+//! └─────────────────────────────────────────────┴────────────────┘
+//! ```
+//!
+//! As for the sliding window, the quota is refused unless every representable time's window index
+//! fits below the field's all-ones pattern; the all-zero word is fresh.
+//!
+//! # The transition
+//!
+//! At `now` in window `w`: if the word is from an earlier window its count is 0. A request of cost
+//! `c` is admitted iff `count + c ≤ limit`; then the word becomes `(w, count + c)`. A denied request
+//! fits again at the start of the next window: `retry_after` is the time until then.
+//!
+//! # Time that goes backwards
+//!
+//! A `now` before the stored window is counted in the stored window, whose count stands.
+
+use super::window::{position, Layout, Position};
+use super::{Algorithm, Transition};
+use crate::clock::Nanos;
+use crate::decision::Decision;
+use crate::quota::{Quota, QuotaError};
+
+/// The fixed-window counter. See the [module docs](self).
+///
+/// ```
+/// use tollgate::{Algorithm, FixedWindow, Nanos, Quota};
+///
+/// // 3 per minute: 3 in the last second of one minute and 3 in the first second of the next
+/// // are all admitted: 6 in two seconds, the boundary burst.
+/// let fw = FixedWindow::new(&Quota::per_minute(3).unwrap()).unwrap();
+/// let s = 1_000_000_000;
+/// let mut state = 0;
+/// let mut admitted = 0;
+/// for t in [59 * s, 59 * s, 59 * s, 60 * s, 60 * s, 60 * s] {
+///     let (d, next) = fw.decide(state, Nanos::from_nanos(t), 1);
+///     admitted += d.is_allowed() as u32;
+///     state = next;
+/// }
+/// assert_eq!(admitted, 6);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FixedWindow {
+    period: u64,
+    limit: u64,
+    layout: Layout,
+}
+
+impl FixedWindow {
+    const NAME: &'static str = "fixed-window counter";
+
+    /// A fixed-window counter admitting `quota.limit()` per `quota.period()`.
+    ///
+    /// # Errors
+    ///
+    /// [`QuotaError::WindowLimitTooLarge`] if the count and a non-wrapping window index do not fit
+    /// in 64 bits together. The count field always has room for at least `period / 1 ns − 1`, so
+    /// this only refuses limits of one request per nanosecond.
+    ///
+    /// ```
+    /// use tollgate::{FixedWindow, Quota};
+    /// assert!(FixedWindow::new(&Quota::per_second(1_000_000).unwrap()).is_ok());
+    /// ```
+    pub const fn new(quota: &Quota) -> Result<FixedWindow, QuotaError> {
+        match Layout::new(FixedWindow::NAME, quota, 1) {
+            Ok(layout) => Ok(FixedWindow {
+                period: quota.period_nanos(),
+                limit: quota.limit(),
+                layout,
+            }),
+            Err(err) => Err(err),
+        }
+    }
+
+    #[inline]
+    fn pack(&self, index: u64, count: u64) -> u64 {
+        (index << self.layout.count_bits) | count
+    }
+
+    #[inline]
+    fn unpack(&self, word: u64) -> (u64, u64) {
+        (
+            word >> self.layout.count_bits,
+            word & self.layout.count_mask(),
+        )
+    }
+
+    /// The window of the decision and the count that applies in it.
+    #[inline]
+    fn view(&self, word: u64, now: Nanos) -> (Position, u64) {
+        let (stored, count) = self.unpack(word);
+        let at = position(self.period, stored, now);
+        (at, if at.ahead == 0 { count } else { 0 })
+    }
+
+    /// Time from `now` to the start of the window after `at`.
+    #[inline]
+    fn until_next_window(&self, at: &Position) -> Nanos {
+        Nanos::from_nanos(at.delay + (self.period - at.elapsed))
+    }
+}
+
+impl Algorithm for FixedWindow {
+    #[inline]
+    fn capacity(&self) -> u64 {
+        self.limit
+    }
+
+    #[inline]
+    fn transition(&self, state: u64, now: Nanos, cost: u64) -> Transition {
+        if cost == 0 {
+            return Transition::Allow { state };
+        }
+        if cost > self.limit {
+            return Transition::Deny {
+                retry_after: Nanos::MAX,
+            };
+        }
+        let (at, count) = self.view(state, now);
+        if count + cost <= self.limit {
+            Transition::Allow {
+                state: self.pack(at.index, count + cost),
+            }
+        } else {
+            Transition::Deny {
+                retry_after: self.until_next_window(&at),
+            }
+        }
+    }
+
+    fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
+        let (at, count) = self.view(state, now);
+        let (allowed, count, new) = match self.transition(state, now, cost) {
+            Transition::Allow { state: new } => (true, count + cost, new),
+            Transition::Deny { .. } => (false, count, state),
+        };
+        let retry_after = match (allowed, cost > self.limit) {
+            (true, _) => Nanos::ZERO,
+            (false, true) => Nanos::MAX,
+            (false, false) => self.until_next_window(&at),
+        };
+        let reset_after = if count > 0 {
+            self.until_next_window(&at)
+        } else {
+            Nanos::ZERO
+        };
+        let decision = Decision::new(
+            allowed,
+            // A corrupted word's count may exceed the limit; nothing remains then.
+            self.limit.saturating_sub(count),
+            retry_after,
+            reset_after,
+            self.limit,
+        );
+        (decision, new)
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        let (stored, count) = self.unpack(state);
+        count == 0 || now.as_nanos() / self.period > stored
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::time::Duration;
+
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn per_minute(limit: u64) -> FixedWindow {
+        FixedWindow::new(&Quota::per_minute(limit).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn pack_round_trips() {
+        for limit in [1, 2, 3, 255, 256, (1 << 35) - 1] {
+            let fw = per_minute(limit);
+            let max_index = Nanos::MAX.as_nanos() / fw.period;
+            for index in [0, 1, 987_654, max_index] {
+                for count in [0, 1, limit / 2, limit] {
+                    let word = fw.pack(index, count);
+                    assert_eq!(fw.unpack(word), (index, count));
+                    assert_ne!(word, u64::MAX, "u64::MAX is reserved");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counts_reset_at_the_boundary() {
+        let fw = per_minute(3);
+        let (d, state) = fw.decide(0, Nanos::from_nanos(59 * SEC), 3);
+        assert!(d.is_allowed());
+        assert_eq!(d.reset_after(), Duration::from_secs(1));
+        let (d, _) = fw.decide(state, Nanos::from_nanos(59 * SEC + SEC / 2), 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), Duration::from_millis(500));
+        assert_eq!(d.remaining(), 0);
+        let (d, _) = fw.decide(state, Nanos::from_nanos(60 * SEC), 3);
+        assert!(d.is_allowed());
+    }
+
+    #[test]
+    fn idle_and_fresh() {
+        let fw = per_minute(3);
+        assert!(fw.is_idle(0, Nanos::ZERO));
+        let state = fw.pack(2, 1);
+        assert!(!fw.is_idle(state, Nanos::from_nanos(179 * SEC)));
+        assert!(fw.is_idle(state, Nanos::from_nanos(180 * SEC)));
+        assert_eq!(
+            fw.decide(state, Nanos::from_nanos(200 * SEC), 2),
+            fw.decide(0, Nanos::from_nanos(200 * SEC), 2)
+        );
+    }
+
+    #[test]
+    fn backwards_time_counts_in_the_stored_window() {
+        let fw = per_minute(3);
+        let state = fw.pack(2, 3); // full in window 2 (120 s .. 180 s)
+        let (d, _) = fw.decide(state, Nanos::from_nanos(100 * SEC), 1);
+        assert!(!d.is_allowed());
+        assert_eq!(d.retry_after(), Duration::from_secs(80)); // until 180 s
+    }
+
+    #[test]
+    fn extreme_inputs_do_not_panic() {
+        let fw = per_minute((1 << 35) - 1);
+        for state in [0, 1, u64::MAX - 1, u64::MAX] {
+            for now in [Nanos::ZERO, Nanos::MAX] {
+                for cost in [0, 1, fw.limit, fw.limit + 1, u64::MAX] {
+                    let t = fw.transition(state, now, cost);
+                    let (d, _) = fw.decide(state, now, cost);
+                    assert_eq!(d.is_allowed(), matches!(t, Transition::Allow { .. }));
+                }
+            }
+        }
+    }
+}

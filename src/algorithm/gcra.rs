@@ -1,0 +1,328 @@
+//! GCRA, the generic cell rate algorithm: a token bucket kept as one timestamp.
+//!
+//! # The word
+//!
+//! ```text
+//!  63                                                              0
+//! ┌─────────────────────────────────────────────────────────────────┐
+//! │  TAT: theoretical arrival time, in ns since the clock's epoch   │
+//! └─────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! The TAT is the time at which the schedule of admitted requests is fully paid off: the moment the
+//! equivalent token bucket is full again. A TAT at or before `now` is a fresh state; the all-zero
+//! word (TAT = epoch) is fresh at every time. A stored TAT never exceeds
+//! `Nanos::MAX + Quota::MAX_TOLERANCE < u64::MAX`, so the word `u64::MAX` never occurs.
+//!
+//! # The transition
+//!
+//! With emission interval `T` and tolerance `τ = burst × T` (see [`Quota`]), a request of cost `c`
+//! at time `now` is admitted iff
+//!
+//! ```text
+//! new_tat = max(TAT, now) + c·T  ≤  now + τ
+//! ```
+//!
+//! and then `new_tat` is stored. A fresh limiter therefore admits `burst` at once and one request
+//! per `T` after that. Seen from the other side, `(now + τ − max(TAT, now)) / T` is the number of
+//! tokens in a bucket of capacity `burst` refilled continuously at one token per `T`: the token
+//! bucket and the leaky bucket as a meter are this same algorithm.
+//!
+//! The reported numbers follow the GCRA formulas (`remaining = ⌊(now + τ − new_tat) / T⌋`,
+//! `reset_after = new_tat − now`, `retry_after = new_tat − τ − now`), all in whole nanoseconds and
+//! therefore exact: a client that waits `retry_after` is admitted.
+//!
+//! # Time that goes backwards
+//!
+//! A `now` before the TAT's last writer's `now` needs no special case: `max(TAT, now)` keeps the
+//! schedule, and the bound `now + τ` is only tighter for an earlier `now`. An early request is
+//! decided as the bucket stood at its own time stamp; it can never be admitted where a later one
+//! would not be.
+
+use core::time::Duration;
+
+use super::{Algorithm, Transition};
+use crate::clock::Nanos;
+use crate::decision::Decision;
+use crate::quota::Quota;
+
+/// GCRA (equivalently: a token bucket with lazy continuous refill, or a leaky bucket as a meter).
+///
+/// The default algorithm: exact, smooth, and the cheapest to decide (an addition and a comparison;
+/// no division on the check path). See the [module docs](self) for the formulas.
+///
+/// ```
+/// use tollgate::{Algorithm, Gcra, Nanos, Quota};
+///
+/// // 5 per second, bursts of 10: a fresh state admits 10 at once.
+/// let gcra = Gcra::from(Quota::per_second(5).unwrap().with_burst(10).unwrap());
+/// let (decision, tat) = gcra.decide(0, Nanos::ZERO, 10);
+/// assert!(decision.is_allowed());
+/// assert_eq!(tat, 2_000_000_000); // the schedule runs 10 × 200 ms ahead
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Gcra {
+    emission_interval: u64,
+    tolerance: u64,
+    burst: u64,
+}
+
+impl Gcra {
+    /// GCRA for `quota`. Every valid quota fits, so this cannot fail.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, Quota};
+    /// const GCRA: Gcra = Gcra::new(&match Quota::per_second(10) { Ok(q) => q, Err(_) => panic!() });
+    /// assert_eq!(GCRA.capacity(), 10);
+    /// ```
+    pub const fn new(quota: &Quota) -> Gcra {
+        Gcra {
+            emission_interval: quota.emission_interval_nanos(),
+            tolerance: quota.tolerance_nanos(),
+            burst: quota.burst(),
+        }
+    }
+
+    /// The spacing of requests at the sustained rate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, Quota};
+    /// let gcra = Gcra::from(Quota::per_second(4).unwrap());
+    /// assert_eq!(gcra.emission_interval(), Duration::from_millis(250));
+    /// ```
+    pub const fn emission_interval(&self) -> Duration {
+        Duration::from_nanos(self.emission_interval)
+    }
+
+    /// How far ahead of real time the schedule may run: `burst × emission_interval`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, Quota};
+    /// let gcra = Gcra::from(Quota::per_second(4).unwrap().with_burst(2).unwrap());
+    /// assert_eq!(gcra.tolerance(), Duration::from_millis(500));
+    /// ```
+    pub const fn tolerance(&self) -> Duration {
+        Duration::from_nanos(self.tolerance)
+    }
+
+    /// Tokens available at `now` for a schedule that stands at `base = max(TAT, now)`.
+    #[inline]
+    fn available(&self, base: u64, now: u64) -> u64 {
+        // `now + τ` cannot overflow: now <= Nanos::MAX and τ <= Quota::MAX_TOLERANCE.
+        (now + self.tolerance).saturating_sub(base) / self.emission_interval
+    }
+}
+
+impl From<Quota> for Gcra {
+    fn from(quota: Quota) -> Gcra {
+        Gcra::new(&quota)
+    }
+}
+
+impl From<&Quota> for Gcra {
+    fn from(quota: &Quota) -> Gcra {
+        Gcra::new(quota)
+    }
+}
+
+impl Algorithm for Gcra {
+    #[inline]
+    fn capacity(&self) -> u64 {
+        self.burst
+    }
+
+    #[inline]
+    fn transition(&self, state: u64, now: Nanos, cost: u64) -> Transition {
+        if cost == 0 {
+            return Transition::Allow { state };
+        }
+        if cost > self.burst {
+            return Transition::Deny {
+                retry_after: Nanos::MAX,
+            };
+        }
+        let now = now.as_nanos();
+        // cost <= burst, so cost × T <= τ: no overflow. The stored TAT is below
+        // Nanos::MAX + τ_max, so the sum stays below 2^64; saturation only guards arbitrary words
+        // (fuzzing), where a saturated TAT is still far beyond `now + τ` and is denied.
+        let new_tat = state
+            .max(now)
+            .saturating_add(cost * self.emission_interval);
+        let limit = now + self.tolerance;
+        if new_tat <= limit {
+            Transition::Allow { state: new_tat }
+        } else {
+            Transition::Deny {
+                retry_after: Nanos::from_nanos(new_tat - limit),
+            }
+        }
+    }
+
+    fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
+        let base = state.max(now.as_nanos());
+        let reset_after = Nanos::from_nanos(base - now.as_nanos());
+        let available = self.available(base, now.as_nanos());
+        match self.transition(state, now, cost) {
+            Transition::Allow { state: new_tat } if cost > 0 => {
+                let decision = Decision::new(
+                    true,
+                    available - cost,
+                    Nanos::ZERO,
+                    Nanos::from_nanos(new_tat - now.as_nanos()),
+                    self.burst,
+                );
+                (decision, new_tat)
+            }
+            Transition::Allow { .. } => (
+                Decision::new(true, available, Nanos::ZERO, reset_after, self.burst),
+                state,
+            ),
+            Transition::Deny { retry_after } => (
+                Decision::new(false, available, retry_after, reset_after, self.burst),
+                state,
+            ),
+        }
+    }
+
+    #[inline]
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        // The schedule is paid off: max(TAT, now) = now, as for the fresh word, now and later.
+        state <= now.as_nanos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gcra(limit: u64, period_ms: u64, burst: u64) -> Gcra {
+        Gcra::from(
+            Quota::new(limit, Duration::from_millis(period_ms))
+                .unwrap()
+                .with_burst(burst)
+                .unwrap(),
+        )
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn word_is_the_tat() {
+        // The layout is the identity: the stored word is the new TAT in nanoseconds.
+        let g = gcra(1, 1000, 1);
+        let (_, word) = g.decide(0, Nanos::from_nanos(5 * MS), 1);
+        assert_eq!(word, 5 * MS + 1000 * MS);
+        // The largest TAT that can ever be stored: now = Nanos::MAX and the whole (largest)
+        // tolerance used. It stays below u64::MAX, which is therefore never a state.
+        let widest = Gcra::from(Quota::new(1, Quota::MAX_PERIOD).unwrap().with_burst(2).unwrap());
+        assert_eq!(widest.tolerance(), Quota::MAX_TOLERANCE);
+        let (d, word) = widest.decide(0, Nanos::MAX, 2);
+        assert!(d.is_allowed());
+        assert_eq!(word, Nanos::MAX.as_nanos() + (1 << 62));
+        assert!(word < u64::MAX);
+    }
+
+    #[test]
+    fn fresh_state_admits_exactly_the_burst() {
+        let g = gcra(5, 1000, 10);
+        let now = Nanos::from_nanos(7 * MS);
+        let mut state = 0;
+        for i in 0..10 {
+            match g.transition(state, now, 1) {
+                Transition::Allow { state: s } => state = s,
+                Transition::Deny { .. } => panic!("request {i} of the burst was denied"),
+            }
+        }
+        // The eleventh waits exactly one emission interval (200 ms).
+        assert_eq!(
+            g.transition(state, now, 1),
+            Transition::Deny {
+                retry_after: Nanos::from_nanos(200 * MS)
+            }
+        );
+    }
+
+    #[test]
+    fn cost_zero_and_cost_above_burst() {
+        let g = gcra(5, 1000, 10);
+        let state = 123 * MS;
+        assert_eq!(
+            g.transition(state, Nanos::ZERO, 0),
+            Transition::Allow { state }
+        );
+        assert_eq!(
+            g.transition(0, Nanos::ZERO, 11),
+            Transition::Deny {
+                retry_after: Nanos::MAX
+            }
+        );
+        assert_eq!(
+            g.transition(0, Nanos::ZERO, u64::MAX),
+            Transition::Deny {
+                retry_after: Nanos::MAX
+            }
+        );
+        let (d, s) = g.decide(0, Nanos::ZERO, 11);
+        assert!(!d.is_allowed());
+        assert_eq!((s, d.remaining(), d.retry_after()), (0, 10, Nanos::MAX.as_duration()));
+    }
+
+    #[test]
+    fn backwards_time_is_never_more_permissive() {
+        // One request at t = 1 s with 1 per second and burst 1: TAT = 2 s.
+        let g = gcra(1, 1000, 1);
+        let Transition::Allow { state } = g.transition(0, Nanos::from_nanos(1000 * MS), 1) else {
+            panic!()
+        };
+        // At t = 1.5 s the next waits 500 ms; at t = 0.5 s (clock went back) it waits 1500 ms.
+        assert_eq!(
+            g.transition(state, Nanos::from_nanos(1500 * MS), 1),
+            Transition::Deny {
+                retry_after: Nanos::from_nanos(500 * MS)
+            }
+        );
+        assert_eq!(
+            g.transition(state, Nanos::from_nanos(500 * MS), 1),
+            Transition::Deny {
+                retry_after: Nanos::from_nanos(1500 * MS)
+            }
+        );
+        // A peek far in the past reports nothing available and the full wait, without panicking.
+        let (d, s) = g.decide(state, Nanos::ZERO, 0);
+        assert!(d.is_allowed());
+        assert_eq!((s, d.remaining(), d.reset_after()), (state, 0, Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn extreme_words_and_times_do_not_overflow() {
+        let g = Gcra::from(Quota::new(1, Quota::MAX_PERIOD).unwrap());
+        for state in [0, 1, u64::MAX - 1, u64::MAX] {
+            for now in [Nanos::ZERO, Nanos::MAX] {
+                for cost in [0, 1, 2, u64::MAX] {
+                    let t = g.transition(state, now, cost);
+                    let (d, s) = g.decide(state, now, cost);
+                    assert_eq!(d.is_allowed(), matches!(t, Transition::Allow { .. }));
+                    if let Transition::Allow { state: new } = t {
+                        assert_eq!(new, s);
+                        // A write (cost > 0) never produces the reserved word; a peek hands back
+                        // whatever word it was given.
+                        assert!(cost == 0 || new < u64::MAX);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn idle_means_paid_off() {
+        let g = gcra(1, 1000, 1);
+        assert!(g.is_idle(0, Nanos::ZERO));
+        assert!(!g.is_idle(10, Nanos::from_nanos(9)));
+        assert!(g.is_idle(10, Nanos::from_nanos(10)));
+        // An idle state decides like a fresh one.
+        let now = Nanos::from_nanos(10);
+        assert_eq!(g.decide(10, now, 1).0, g.decide(0, now, 1).0);
+    }
+}

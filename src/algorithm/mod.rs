@@ -1,0 +1,113 @@
+//! The algorithms: pure transitions over one packed `u64`.
+//!
+//! An algorithm is a function of `(state, now, cost)` that says whether the request is admitted
+//! and, if so, which word to store. It touches no atomics, reads no clock and allocates nothing, so
+//! it can be tested exhaustively, fuzzed and compared with the obviously-correct models in
+//! [`reference`](crate::reference); the stores apply it with one compare-and-swap loop. The same
+//! function is the specification that any other backend must match bit for bit.
+//!
+//! Every algorithm shares three conventions:
+//!
+//! - **The all-zero word is the fresh state** (nothing admitted yet), so a zeroed table is a table
+//!   of fresh limiters.
+//! - **`u64::MAX` is never a state**: stores may use it as a marker.
+//! - **A denial stores nothing**, and neither does a cost of 0 (a pure peek).
+//!
+//! | algorithm | state | admits | choose it for |
+//! |---|---|---|---|
+//! | [`Gcra`] | theoretical arrival time | a burst of `burst`, then one per emission interval | almost everything: exact, smooth, cheapest (no division on the check path). It *is* the token bucket and the leaky bucket as a meter. |
+//! | [`SlidingWindow`] | window index, previous and current count | `limit` per window, the previous window weighted by its overlap | "N per minute" semantics that clients can reason about, without the fixed window's boundary burst |
+//! | [`FixedWindow`] | window index, count | `limit` per calendar-aligned window | comparison and compatibility only: it admits up to twice the limit across a boundary |
+//!
+//! For an exact sliding log (low-frequency limits such as "5 per day"), see the keyed sliding log
+//! in a later release; its reference model is [`reference::SlidingLog`](crate::reference::SlidingLog).
+
+mod fixed_window;
+mod gcra;
+mod sliding_window;
+mod window;
+
+pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
+pub use sliding_window::SlidingWindow;
+
+use crate::clock::Nanos;
+use crate::decision::Decision;
+
+/// What a request does to a state: the cheap answer, for [`RateLimiter::check`](crate::RateLimiter::check).
+///
+/// ```
+/// use tollgate::{Algorithm, Gcra, Nanos, Quota, Transition};
+///
+/// let gcra = Gcra::from(Quota::per_second(1).unwrap());
+/// let fresh = 0;
+/// let Transition::Allow { state } = gcra.transition(fresh, Nanos::ZERO, 1) else { panic!() };
+/// assert_eq!(gcra.transition(state, Nanos::ZERO, 1),
+///            Transition::Deny { retry_after: Nanos::from_nanos(1_000_000_000) });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transition {
+    /// Admit, and store `state` (the old word itself when the cost is 0: nothing to write).
+    Allow {
+        /// The word to store.
+        state: u64,
+    },
+    /// Refuse, store nothing; the same request would be admitted after `retry_after`
+    /// ([`Nanos::MAX`] for a cost above the capacity, which never fits).
+    Deny {
+        /// The wait, rounded up.
+        retry_after: Nanos,
+    },
+}
+
+/// A rate-limiting algorithm: pure transitions over one packed `u64` (see [the module docs](self)).
+///
+/// The trait is sealed: the stores rely on its conventions (fresh is zero, `u64::MAX` is never a
+/// state, idle states are equivalent to fresh), which the implementations in this crate prove in
+/// their tests. Calling its methods directly is how another backend replays a decision.
+///
+/// ```
+/// use tollgate::{Algorithm, FixedWindow, Nanos, Quota};
+///
+/// let fixed = FixedWindow::new(&Quota::per_second(2).unwrap()).unwrap();
+/// let (decision, state) = fixed.decide(0, Nanos::ZERO, 2);
+/// assert!(decision.is_allowed() && decision.remaining() == 0);
+/// assert!(!fixed.decide(state, Nanos::ZERO, 1).0.is_allowed());
+/// assert!(fixed.is_idle(state, Nanos::from_nanos(1_000_000_000)));
+/// ```
+pub trait Algorithm: sealed::Sealed + Send + Sync + core::fmt::Debug {
+    /// The largest cost one request can have: the burst (GCRA) or the per-window limit.
+    fn capacity(&self) -> u64;
+
+    /// Applies a request of `cost` at `now` to `state`: admitted (and the word to store) or denied
+    /// (and how long to wait). A `cost` above [`capacity`](Algorithm::capacity) is denied with a
+    /// `retry_after` of [`Nanos::MAX`]; limiters report it as an error before they get here.
+    fn transition(&self, state: u64, now: Nanos, cost: u64) -> Transition;
+
+    /// The same decision as [`transition`](Algorithm::transition) with everything a caller may
+    /// report (remaining, retry after, reset after), and the word to store (`state` itself when
+    /// nothing changes).
+    fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64);
+
+    /// Whether `state` is equivalent to the fresh state at `now` (and at any later time): every
+    /// decision from now on would be the same as for a fresh state. Idle slots can be reused.
+    fn is_idle(&self, state: u64, now: Nanos) -> bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Gcra {}
+    impl Sealed for super::SlidingWindow {}
+    impl Sealed for super::FixedWindow {}
+}
+
+/// `ceil(a / b)` for `b > 0`, in u128 (window arithmetic multiplies counts by periods).
+#[inline]
+fn div_ceil_u128(a: u128, b: u128) -> u128 {
+    a.div_ceil(b)
+}
+
+/// The number of bits needed to hold every count from 0 to `limit`.
+const fn count_bits(limit: u64) -> u32 {
+    u64::BITS - limit.leading_zeros()
+}

@@ -1,0 +1,529 @@
+//! Clocks: where a limiter's idea of "now" comes from.
+//!
+//! A limiter reads its clock once per decision, before its compare-and-swap loop, and works in
+//! [`Nanos`]: whole nanoseconds since the clock's epoch (the moment the clock was created).
+//!
+//! | clock | read cost | precision | for |
+//! |---|---|---|---|
+//! | [`TscClock`] (default) | one `rdtsc` plus a multiply and a shift | about a nanosecond | everything |
+//! | [`CoarseClock`] | one relaxed load of a shared word | the upkeep interval (1 ms by default) | limits of seconds and more, at the highest rates |
+//! | [`ManualClock`] | one relaxed load | exact: time moves only when told | tests, simulations, loom models |
+//!
+//! # Time that goes backwards
+//!
+//! Time stamps taken on different cores need not be ordered (unsynchronised TSCs, or simply a
+//! thread that read the clock and was preempted before deciding), and a [`ManualClock`] may be set
+//! back on purpose. Every algorithm in this crate accepts a `now` earlier than the time its state
+//! was last written: it never panics, never underflows and never admits more than the quota allows
+//! at the later of the two times. Each algorithm's docs say exactly how it treats such a request.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// A point in time in whole nanoseconds since a clock's epoch, at most [`Nanos::MAX`] (292 years).
+///
+/// Constructors saturate at `Nanos::MAX` instead of wrapping, and so every sum of a time and a
+/// tolerance in this crate stays below `u64::MAX`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::Nanos;
+///
+/// let t = Nanos::from(Duration::from_millis(3));
+/// assert_eq!(t.as_nanos(), 3_000_000);
+/// assert_eq!(Duration::from(t), Duration::from_millis(3));
+/// assert_eq!(Nanos::from_nanos(u64::MAX), Nanos::MAX);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(u64);
+
+impl Nanos {
+    /// The epoch.
+    pub const ZERO: Nanos = Nanos(0);
+    /// The latest representable time, 2^63 − 1 ns (about 292 years after the epoch).
+    pub const MAX: Nanos = Nanos((1 << 63) - 1);
+
+    /// `nanos` nanoseconds after the epoch, saturating at [`Nanos::MAX`].
+    ///
+    /// ```
+    /// assert_eq!(tollgate::Nanos::from_nanos(42).as_nanos(), 42);
+    /// ```
+    #[inline]
+    pub const fn from_nanos(nanos: u64) -> Nanos {
+        if nanos > Nanos::MAX.0 {
+            Nanos::MAX
+        } else {
+            Nanos(nanos)
+        }
+    }
+
+    /// The number of nanoseconds since the epoch.
+    ///
+    /// ```
+    /// assert_eq!(tollgate::Nanos::ZERO.as_nanos(), 0);
+    /// ```
+    #[inline]
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// A duration as `Nanos`, saturating at [`Nanos::MAX`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Nanos;
+    /// assert_eq!(Nanos::from_duration(Duration::MAX), Nanos::MAX);
+    /// ```
+    #[inline]
+    pub const fn from_duration(duration: Duration) -> Nanos {
+        let nanos = duration.as_nanos();
+        if nanos > Nanos::MAX.0 as u128 {
+            Nanos::MAX
+        } else {
+            Nanos(nanos as u64)
+        }
+    }
+
+    /// This time as a duration since the epoch.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(tollgate::Nanos::from_nanos(1_500).as_duration(), Duration::from_nanos(1_500));
+    /// ```
+    #[inline]
+    pub const fn as_duration(self) -> Duration {
+        Duration::from_nanos(self.0)
+    }
+}
+
+impl From<Duration> for Nanos {
+    #[inline]
+    fn from(duration: Duration) -> Nanos {
+        Nanos::from_duration(duration)
+    }
+}
+
+impl From<Nanos> for Duration {
+    #[inline]
+    fn from(nanos: Nanos) -> Duration {
+        nanos.as_duration()
+    }
+}
+
+/// A source of time for limiters: [`Nanos`] since the clock's own epoch.
+///
+/// Implementations must be cheap (limiters read the clock on every decision) and should be
+/// monotonic, but limiters stay correct when they are not (see [the module docs](self)).
+///
+/// ```
+/// use tollgate::{Clock, Nanos};
+///
+/// /// A clock that stands still, for a test.
+/// struct Frozen(Nanos);
+///
+/// impl Clock for Frozen {
+///     fn now(&self) -> Nanos {
+///         self.0
+///     }
+/// }
+///
+/// assert_eq!(Frozen(Nanos::from_nanos(5)).now().as_nanos(), 5);
+/// ```
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> Nanos;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    #[inline]
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Box<C> {
+    #[inline]
+    fn now(&self) -> Nanos {
+        (**self).now()
+    }
+}
+
+/// The default clock: the CPU's time-stamp counter, read through [`quanta`] and scaled to
+/// nanoseconds.
+///
+/// A read is one `rdtsc` (or the system counter on ARM), a subtraction and a fixed-point multiply:
+/// about as cheap as a clock gets, with nanosecond resolution. Creating the first `TscClock` in a
+/// process calibrates the counter against the OS clock (a few milliseconds, once). Where the CPU
+/// has no usable counter, quanta falls back to the OS monotonic clock.
+///
+/// A reading taken on a core whose counter lags the epoch's core reads as the epoch itself, never
+/// as a huge value: quanta saturates such deltas at zero.
+///
+/// ```
+/// use tollgate::{Clock, TscClock};
+///
+/// let clock = TscClock::new();
+/// let a = clock.now();
+/// let b = clock.now();
+/// assert!(b >= a);
+/// ```
+#[derive(Clone)]
+pub struct TscClock {
+    clock: quanta::Clock,
+    epoch: u64,
+}
+
+impl TscClock {
+    /// A clock whose epoch is now.
+    ///
+    /// ```
+    /// let clock = tollgate::TscClock::new();
+    /// # let _ = clock;
+    /// ```
+    pub fn new() -> TscClock {
+        let clock = quanta::Clock::new();
+        let epoch = clock.raw();
+        TscClock { clock, epoch }
+    }
+}
+
+impl Default for TscClock {
+    fn default() -> TscClock {
+        TscClock::new()
+    }
+}
+
+impl fmt::Debug for TscClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TscClock").field("now", &self.now()).finish()
+    }
+}
+
+impl Clock for TscClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        Nanos::from_nanos(self.clock.delta_as_nanos(self.epoch, self.clock.raw()))
+    }
+}
+
+/// The process-wide quanta upkeep thread, once tollgate has started it, and its interval.
+/// `None` inside means that something else started quanta's upkeep thread first.
+static UPKEEP: Mutex<Option<Option<(quanta::Handle, Duration)>>> = Mutex::new(None);
+
+/// A clock that reads a time stamp refreshed by a background thread: cheaper than [`TscClock`]
+/// (one relaxed load of a shared word instead of `rdtsc`), as precise as the refresh interval.
+///
+/// This is quanta's "recent" time. Its upkeep thread is process-wide: the first `CoarseClock`
+/// starts it with its interval and it then runs for the rest of the process; later clocks share
+/// it, whatever interval they ask for ([`CoarseClock::precision`] says which one is in effect).
+/// If another part of the program already started quanta's upkeep thread, tollgate uses it, and
+/// its precision is unknown.
+///
+/// Time advances in steps of the interval, so a limiter on this clock sees a burst of requests
+/// within one step as simultaneous. That is harmless for limits whose emission interval is much
+/// longer than the step (say, per-second limits with a 1 ms step) and wrong for finer ones.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Clock, CoarseClock};
+///
+/// let clock = CoarseClock::new()?;
+/// assert_eq!(clock.precision(), Some(Duration::from_millis(1)));
+/// let t = clock.now();
+/// std::thread::sleep(Duration::from_millis(5));
+/// assert!(clock.now() > t);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct CoarseClock {
+    clock: quanta::Clock,
+    epoch: quanta::Instant,
+    precision: Option<Duration>,
+}
+
+impl CoarseClock {
+    /// The refresh interval of [`CoarseClock::new`].
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+
+    /// A coarse clock refreshed every millisecond (starting the upkeep thread if needed).
+    ///
+    /// # Errors
+    ///
+    /// The upkeep thread could not be spawned.
+    ///
+    /// ```
+    /// let clock = tollgate::CoarseClock::new()?;
+    /// # let _ = clock;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new() -> std::io::Result<CoarseClock> {
+        CoarseClock::with_interval(CoarseClock::DEFAULT_INTERVAL)
+    }
+
+    /// A coarse clock refreshed every `interval`, if this call starts the upkeep thread.
+    ///
+    /// # Errors
+    ///
+    /// A zero interval (`InvalidInput`), or the upkeep thread could not be spawned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert!(tollgate::CoarseClock::with_interval(Duration::ZERO).is_err());
+    /// ```
+    pub fn with_interval(interval: Duration) -> std::io::Result<CoarseClock> {
+        if interval.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the upkeep interval of a CoarseClock must be longer than zero",
+            ));
+        }
+        let mut upkeep = UPKEEP.lock().unwrap_or_else(PoisonError::into_inner);
+        let precision = match &*upkeep {
+            Some(state) => state.as_ref().map(|(_, interval)| *interval),
+            None => match quanta::Upkeep::new(interval).start() {
+                Ok(handle) => {
+                    *upkeep = Some(Some((handle, interval)));
+                    Some(interval)
+                }
+                Err(quanta::Error::UpkeepRunning) => {
+                    *upkeep = Some(None);
+                    None
+                }
+                Err(quanta::Error::FailedToSpawnUpkeepThread(err)) => return Err(err),
+            },
+        };
+        let clock = quanta::Clock::new();
+        let epoch = clock.recent();
+        Ok(CoarseClock {
+            clock,
+            epoch,
+            precision,
+        })
+    }
+
+    /// The refresh interval in effect: the step in which this clock's time advances.
+    /// `None` if the upkeep thread was started outside tollgate.
+    ///
+    /// ```
+    /// let clock = tollgate::CoarseClock::new()?;
+    /// assert!(clock.precision().is_some());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn precision(&self) -> Option<Duration> {
+        self.precision
+    }
+}
+
+impl fmt::Debug for CoarseClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CoarseClock")
+            .field("now", &self.now())
+            .field("precision", &self.precision)
+            .finish()
+    }
+}
+
+impl Clock for CoarseClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        // Saturates at zero if the shared stamp is older than our epoch.
+        Nanos::from_duration(self.clock.recent().saturating_duration_since(self.epoch))
+    }
+}
+
+/// A clock that moves only when told to: for tests, simulations and loom models.
+///
+/// It starts at [`Nanos::ZERO`] and may be set anywhere, backwards included. Share it between a
+/// limiter and the test driving it with a reference (`&ManualClock` is a [`Clock`]) or an `Arc`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Clock, ManualClock, Nanos};
+///
+/// let clock = ManualClock::new();
+/// clock.advance(Duration::from_secs(2));
+/// assert_eq!(clock.now(), Nanos::from_nanos(2_000_000_000));
+/// clock.set(Duration::from_secs(1)); // backwards is allowed
+/// assert_eq!(clock.now().as_duration(), Duration::from_secs(1));
+/// ```
+#[derive(Default)]
+pub struct ManualClock {
+    now: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock at the epoch.
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock, Nanos};
+    /// assert_eq!(ManualClock::new().now(), Nanos::ZERO);
+    /// ```
+    pub fn new() -> ManualClock {
+        ManualClock {
+            now: AtomicU64::new(0),
+        }
+    }
+
+    /// A clock at `time` after the epoch (saturating at [`Nanos::MAX`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    /// let clock = ManualClock::starting_at(Duration::from_secs(60));
+    /// assert_eq!(clock.now().as_duration(), Duration::from_secs(60));
+    /// ```
+    pub fn starting_at(time: Duration) -> ManualClock {
+        ManualClock {
+            now: AtomicU64::new(Nanos::from_duration(time).as_nanos()),
+        }
+    }
+
+    /// Moves the clock to `time` after the epoch, forwards or backwards.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// clock.set(Duration::from_millis(7));
+    /// assert_eq!(clock.now().as_nanos(), 7_000_000);
+    /// ```
+    pub fn set(&self, time: Duration) {
+        self.now
+            .store(Nanos::from_duration(time).as_nanos(), Ordering::Relaxed);
+    }
+
+    /// Moves the clock forwards by `duration`, saturating at [`Nanos::MAX`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(3));
+    /// clock.advance(Duration::from_millis(4));
+    /// assert_eq!(clock.now().as_duration(), Duration::from_millis(7));
+    /// ```
+    pub fn advance(&self, duration: Duration) {
+        let step = Nanos::from_duration(duration).as_nanos();
+        // A single writer is the usual case; the loop keeps concurrent advances from losing steps.
+        let mut current = self.now.load(Ordering::Relaxed);
+        loop {
+            let next = Nanos::from_nanos(current.saturating_add(step)).as_nanos();
+            match self.now.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Moves the clock backwards by `duration`, stopping at the epoch: the skew between two cores,
+    /// or a clock that was stepped back.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock, Nanos};
+    /// let clock = ManualClock::starting_at(Duration::from_secs(1));
+    /// clock.rewind(Duration::from_secs(5));
+    /// assert_eq!(clock.now(), Nanos::ZERO);
+    /// ```
+    pub fn rewind(&self, duration: Duration) {
+        let step = Nanos::from_duration(duration).as_nanos();
+        let mut current = self.now.load(Ordering::Relaxed);
+        loop {
+            let next = current.saturating_sub(step);
+            match self.now.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now", &self.now())
+            .finish()
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn now(&self) -> Nanos {
+        // Relaxed: a clock reading synchronises nothing; limiters read it once and then work on
+        // their own atomics, and they tolerate stale (earlier) readings like any other skew.
+        Nanos::from_nanos(self.now.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nanos_saturate() {
+        assert_eq!(Nanos::from_nanos(u64::MAX), Nanos::MAX);
+        assert_eq!(Nanos::from_nanos(1 << 63), Nanos::MAX);
+        assert_eq!(Nanos::from_nanos((1 << 63) - 1), Nanos::MAX);
+        assert_eq!(Nanos::from_duration(Duration::MAX), Nanos::MAX);
+        assert_eq!(Nanos::from_duration(Duration::from_nanos(9)).as_nanos(), 9);
+        assert_eq!(Nanos::MAX.as_duration().as_nanos(), (1 << 63) - 1);
+    }
+
+    #[test]
+    fn manual_clock_saturates_both_ways() {
+        let clock = ManualClock::new();
+        clock.advance(Duration::MAX);
+        assert_eq!(clock.now(), Nanos::MAX);
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(clock.now(), Nanos::MAX);
+        clock.set(Duration::from_nanos(10));
+        clock.rewind(Duration::from_nanos(3));
+        assert_eq!(clock.now().as_nanos(), 7);
+        clock.rewind(Duration::MAX);
+        assert_eq!(clock.now(), Nanos::ZERO);
+    }
+
+    #[test]
+    fn tsc_clock_starts_near_zero_and_advances() {
+        let clock = TscClock::new();
+        let start = clock.now();
+        // The epoch is the construction: the first reading is far below a second.
+        assert!(start.as_nanos() < 1_000_000_000, "{start:?}");
+        std::thread::sleep(Duration::from_millis(2));
+        let later = clock.now();
+        assert!(later.as_nanos() >= start.as_nanos() + 2_000_000, "{later:?}");
+        // Clones share the epoch.
+        assert!(clock.clone().now() >= later);
+    }
+
+    #[test]
+    fn clock_impls_for_pointers() {
+        let clock = ManualClock::starting_at(Duration::from_nanos(5));
+        let by_ref: &dyn Clock = &clock;
+        assert_eq!(by_ref.now().as_nanos(), 5);
+        let shared = Arc::new(ManualClock::starting_at(Duration::from_nanos(6)));
+        assert_eq!(Clock::now(&shared).as_nanos(), 6);
+        let boxed: Box<dyn Clock> = Box::new(ManualClock::starting_at(Duration::from_nanos(7)));
+        assert_eq!(boxed.now().as_nanos(), 7);
+    }
+}

@@ -1,0 +1,273 @@
+//! What a limiter tells its caller: a [`Decision`], or why a request was refused.
+
+use core::fmt;
+use core::time::Duration;
+
+use crate::clock::Nanos;
+
+/// The full answer to one request: whether it was admitted, and the numbers a server puts in its
+/// `RateLimit-*` and `Retry-After` headers.
+///
+/// A cost of 0 is a pure peek: it is always admitted, changes nothing, and reports the state as it
+/// stands ([`RateLimiter::peek`](crate::RateLimiter::peek)).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(2)?), &clock);
+///
+/// let first = limiter.decide(1)?;
+/// assert!(first.is_allowed());
+/// assert_eq!(first.remaining(), 1);
+/// assert_eq!(first.reset_after(), Duration::from_millis(500));
+///
+/// limiter.decide(1)?;
+/// let third = limiter.decide(1)?;
+/// assert!(!third.is_allowed());
+/// assert_eq!(third.retry_after(), Duration::from_millis(500));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Decision {
+    allowed: bool,
+    remaining: u64,
+    retry_after: Nanos,
+    reset_after: Nanos,
+    limit: u64,
+}
+
+impl Decision {
+    /// Assembles a decision; algorithms are the only callers.
+    pub(crate) const fn new(
+        allowed: bool,
+        remaining: u64,
+        retry_after: Nanos,
+        reset_after: Nanos,
+        limit: u64,
+    ) -> Decision {
+        Decision {
+            allowed,
+            remaining,
+            retry_after,
+            reset_after,
+            limit,
+        }
+    }
+
+    /// Whether the request was admitted (and, for a cost above 0, recorded).
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(1).unwrap());
+    /// assert!(limiter.decide(1).unwrap().is_allowed());
+    /// ```
+    pub const fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The cost that could still be admitted right now, after this decision took effect.
+    ///
+    /// After an admission of the last units, `remaining` is 0; after a denial it is what is still
+    /// available (less than the cost that was refused).
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_minute(10).unwrap());
+    /// assert_eq!(limiter.decide(4).unwrap().remaining(), 6);
+    /// ```
+    pub const fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How long to wait before the same request would be admitted, if nothing else is admitted
+    /// in between: rounded up, so a client that waits exactly this long then succeeds.
+    /// Zero when the request was admitted.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_hour(1).unwrap());
+    /// assert!(limiter.decide(1).unwrap().retry_after().is_zero());
+    /// assert!(!limiter.decide(1).unwrap().retry_after().is_zero());
+    /// ```
+    pub const fn retry_after(&self) -> Duration {
+        self.retry_after.as_duration()
+    }
+
+    /// How long until the state is back to fresh, with its full capacity available, if nothing
+    /// more is admitted.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{ManualClock, Gcra, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(10).unwrap()), &clock);
+    /// assert_eq!(limiter.decide(3).unwrap().reset_after(), Duration::from_millis(300));
+    /// ```
+    pub const fn reset_after(&self) -> Duration {
+        self.reset_after.as_duration()
+    }
+
+    /// The capacity the decision was made against: the burst for GCRA, the per-window limit for
+    /// window algorithms.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap().with_burst(10).unwrap());
+    /// assert_eq!(limiter.peek().limit(), 10);
+    /// ```
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+/// A request that was refused for now: retry after [`Denied::retry_after`].
+///
+/// ```
+/// # use tollgate::{Quota, RateLimiter};
+/// let limiter = RateLimiter::gcra(Quota::per_hour(1).unwrap());
+/// limiter.check().unwrap();
+/// let denied = limiter.check().unwrap_err();
+/// assert!(denied.retry_after() > std::time::Duration::from_secs(3599));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Denied {
+    retry_after: Nanos,
+}
+
+impl Denied {
+    pub(crate) const fn new(retry_after: Nanos) -> Denied {
+        Denied { retry_after }
+    }
+
+    /// How long until the same request would be admitted, if nothing else is admitted in
+    /// between; rounded up.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(4).unwrap().with_burst(1).unwrap()), &clock);
+    /// limiter.check().unwrap();
+    /// assert_eq!(limiter.check().unwrap_err().retry_after(), Duration::from_millis(250));
+    /// ```
+    pub const fn retry_after(&self) -> Duration {
+        self.retry_after.as_duration()
+    }
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate limited: retry after {:?}", self.retry_after())
+    }
+}
+
+impl std::error::Error for Denied {}
+
+/// A cost larger than the limiter's capacity (its burst, or its per-window limit): it can never
+/// be admitted, however long the caller waits.
+///
+/// ```
+/// # use tollgate::{Quota, RateLimiter};
+/// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+/// let err = limiter.decide(6).unwrap_err();
+/// assert_eq!((err.cost(), err.capacity()), (6, 5));
+/// assert_eq!(err.to_string(), "a cost of 6 exceeds the capacity of 5 and can never be admitted");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InsufficientCapacity {
+    cost: u64,
+    capacity: u64,
+}
+
+impl InsufficientCapacity {
+    pub(crate) const fn new(cost: u64, capacity: u64) -> InsufficientCapacity {
+        InsufficientCapacity { cost, capacity }
+    }
+
+    /// The cost that was asked for.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+    /// assert_eq!(limiter.decide(u64::MAX).unwrap_err().cost(), u64::MAX);
+    /// ```
+    pub const fn cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The largest cost the limiter can ever admit at once.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap().with_burst(2).unwrap());
+    /// assert_eq!(limiter.decide(3).unwrap_err().capacity(), 2);
+    /// ```
+    pub const fn capacity(&self) -> u64 {
+        self.capacity
+    }
+}
+
+impl fmt::Display for InsufficientCapacity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a cost of {} exceeds the capacity of {} and can never be admitted",
+            self.cost, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for InsufficientCapacity {}
+
+/// Why [`RateLimiter::check_n`](crate::RateLimiter::check_n) refused a request: denied for now,
+/// or never admissible.
+///
+/// ```
+/// use tollgate::{CheckError, Quota, RateLimiter};
+///
+/// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+/// assert!(matches!(limiter.check_n(6), Err(CheckError::InsufficientCapacity(_))));
+/// limiter.check_n(5).unwrap();
+/// assert!(matches!(limiter.check_n(1), Err(CheckError::Denied(_))));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CheckError {
+    /// Not now: retry later.
+    Denied(Denied),
+    /// Never: the cost exceeds the capacity.
+    InsufficientCapacity(InsufficientCapacity),
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckError::Denied(denied) => denied.fmt(f),
+            CheckError::InsufficientCapacity(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CheckError::Denied(denied) => Some(denied),
+            CheckError::InsufficientCapacity(err) => Some(err),
+        }
+    }
+}
+
+impl From<Denied> for CheckError {
+    fn from(denied: Denied) -> CheckError {
+        CheckError::Denied(denied)
+    }
+}
+
+impl From<InsufficientCapacity> for CheckError {
+    fn from(err: InsufficientCapacity) -> CheckError {
+        CheckError::InsufficientCapacity(err)
+    }
+}

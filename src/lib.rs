@@ -1,0 +1,106 @@
+//! Lock-free rate limiting for the hot path of high-throughput servers.
+//!
+//! tollgate decides whether a request may pass in a few nanoseconds, from any number of threads,
+//! without a lock: each limiter's state is one packed 64-bit word updated by compare-and-swap,
+//! the decision is a pure function of that word, and the clock is the CPU's time-stamp counter.
+//!
+//! # Quick start
+//!
+//! ```
+//! use tollgate::{Quota, RateLimiter};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 100 requests per second, bursts of up to 20.
+//! let limiter = RateLimiter::gcra(Quota::per_second(100)?.with_burst(20)?);
+//!
+//! match limiter.check() {
+//!     Ok(()) => { /* serve the request */ }
+//!     Err(denied) => {
+//!         // Reply 429 with `Retry-After`; waiting this long is enough.
+//!         let _wait = denied.retry_after();
+//!     }
+//! }
+//!
+//! // Variable cost (bytes, tokens), with everything a response header needs.
+//! let decision = limiter.decide(5)?;
+//! println!(
+//!     "allowed={} remaining={} reset in {:?}",
+//!     decision.is_allowed(),
+//!     decision.remaining(),
+//!     decision.reset_after()
+//! );
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Which algorithm
+//!
+//! | you want | use |
+//! |---|---|
+//! | a rate with bursts: almost always | [`Gcra`] ([`RateLimiter::gcra`]): exact, smooth, cheapest. It *is* the token bucket and the leaky bucket as a meter. |
+//! | "N per minute" as clients count it, without boundary bursts | [`SlidingWindow`] ([`RateLimiter::sliding_window`]) |
+//! | the classic fixed window, for comparison or compatibility | [`FixedWindow`] ([`RateLimiter::fixed_window`]): admits up to twice the limit across a boundary |
+//! | an exact "N per day" on a low-frequency action | the [`reference::SlidingLog`] model defines it; a concurrent keyed form is planned |
+//!
+//! The [`algorithm`] module documents each packed word bit by bit, and its transition.
+//!
+//! # Layers
+//!
+//! ```text
+//! Quota  ->  Clock::now()  ->  Algorithm::transition(word, now, cost)  ->  CAS loop  ->  Decision
+//! (validated  (read once)       (pure: no atomics, no clock)               (the only      (to the
+//!  once)                                                                    atomics)       caller)
+//! ```
+//!
+//! - [`quota`]: [`Quota`], validated once; integer nanoseconds, rounding that never over-admits.
+//! - [`clock`]: [`Clock`], with [`TscClock`] (default), [`CoarseClock`] and [`ManualClock`].
+//! - [`algorithm`]: [`Gcra`], [`SlidingWindow`], [`FixedWindow`]: pure transitions over a `u64`.
+//! - the stores (private): the cache-padded atomic word and its compare-and-swap loop; their
+//!   `# Orderings` section argues every memory ordering.
+//! - [`RateLimiter`]: the public type joining them.
+//! - [`reference`]: obviously-correct models the algorithms are tested against.
+//!
+//! # Consistency
+//!
+//! What concurrent callers of one limiter can observe:
+//!
+//! - **Linearizable decisions.** Every admission is computed from the state left by all the
+//!   admissions before it, in the order their compare-and-swaps took effect. The outcome of any
+//!   run is the outcome of the [`reference`] model fed the same requests, one at a time, in that
+//!   order, each with the time stamp its caller read. No admission is ever lost or double-counted:
+//!   the stress tests assert exact counts from many threads at frozen time, and loom checks every
+//!   interleaving of small cases.
+//! - **Time stamps are read before the loop.** A request's time is its caller's clock reading,
+//!   taken once, before it competes for the word. Requests that lose a race are retried with the
+//!   same time stamp, so under contention a decision may be applied after one with a later time
+//!   stamp. Every algorithm treats such an earlier time conservatively: it is never admitted
+//!   where the same request at the later time would be denied.
+//! - **Denials and peeks write nothing.** They are decided from the state as loaded; a denial
+//!   under contention may be based on a state a few nanoseconds old, which is the same as
+//!   having arrived a few nanoseconds earlier.
+//! - **No starvation guarantees.** A thread whose compare-and-swap keeps losing retries; the loop
+//!   is lock-free (some thread always succeeds), not wait-free.
+//!
+//! # Bad input
+//!
+//! Nothing panics on any input. Invalid quotas are a [`QuotaError`] naming the bad value, a cost
+//! that can never fit is an [`InsufficientCapacity`] error distinct from a denial, a cost of 0 is
+//! a peek, and clocks that jump backwards are decided conservatively (see [`clock`]).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+
+pub mod algorithm;
+pub mod clock;
+mod decision;
+mod limiter;
+pub mod quota;
+pub mod reference;
+mod store;
+mod sync;
+
+pub use algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
+pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
+pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
+pub use limiter::RateLimiter;
+pub use quota::{Quota, QuotaError};

@@ -1,0 +1,260 @@
+//! The direct limiter: one state for everything that passes through it.
+
+use core::fmt;
+
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
+use crate::clock::{Clock, TscClock};
+use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
+use crate::quota::{Quota, QuotaError};
+use crate::store::StateCell;
+
+/// A lock-free rate limiter with one state: a whole service, one upstream, one queue.
+///
+/// The state is a single cache-padded `AtomicU64`; a decision reads the clock once and applies
+/// the algorithm's pure transition with one compare-and-swap loop. A denial writes nothing.
+/// `RateLimiter` is `Send + Sync`: share it by reference, in an `Arc`, or in a `static`.
+///
+/// It is generic over the [`Algorithm`] (default [`Gcra`]) and the [`Clock`] (default
+/// [`TscClock`]).
+///
+/// ```
+/// use std::sync::{Arc, LazyLock};
+/// use tollgate::{Quota, RateLimiter};
+///
+/// static OUTBOUND: LazyLock<RateLimiter> =
+///     LazyLock::new(|| RateLimiter::gcra(Quota::per_second(1000).unwrap()));
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// OUTBOUND.check()?;
+///
+/// let shared = Arc::new(RateLimiter::sliding_window(Quota::per_minute(600)?)?);
+/// let worker = {
+///     let shared = Arc::clone(&shared);
+///     std::thread::spawn(move || shared.check().is_ok())
+/// };
+/// assert!(worker.join().unwrap());
+/// # Ok(())
+/// # }
+/// ```
+pub struct RateLimiter<A = Gcra, C = TscClock> {
+    state: StateCell,
+    algorithm: A,
+    clock: C,
+}
+
+impl RateLimiter<Gcra, TscClock> {
+    /// A GCRA limiter for `quota` on the default clock: the usual choice.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(100).unwrap().with_burst(10).unwrap());
+    /// for _ in 0..10 {
+    ///     assert!(limiter.check().is_ok());
+    /// }
+    /// assert!(limiter.check().is_err());
+    /// ```
+    pub fn gcra(quota: Quota) -> RateLimiter<Gcra, TscClock> {
+        RateLimiter::new(Gcra::new(&quota))
+    }
+}
+
+impl RateLimiter<SlidingWindow, TscClock> {
+    /// A sliding-window counter for `quota` on the default clock.
+    ///
+    /// # Errors
+    ///
+    /// The limit does not fit the packed word with this window (see [`SlidingWindow::new`]).
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::sliding_window(Quota::per_minute(60).unwrap()).unwrap();
+    /// assert!(limiter.check_n(60).is_ok());
+    /// assert!(limiter.check().is_err());
+    /// ```
+    pub fn sliding_window(quota: Quota) -> Result<RateLimiter<SlidingWindow, TscClock>, QuotaError> {
+        Ok(RateLimiter::new(SlidingWindow::new(&quota)?))
+    }
+}
+
+impl RateLimiter<FixedWindow, TscClock> {
+    /// A fixed-window counter for `quota` on the default clock.
+    ///
+    /// # Errors
+    ///
+    /// The limit does not fit the packed word with this window (see [`FixedWindow::new`]).
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::fixed_window(Quota::per_second(3).unwrap()).unwrap();
+    /// assert!(limiter.check_n(3).is_ok());
+    /// ```
+    pub fn fixed_window(quota: Quota) -> Result<RateLimiter<FixedWindow, TscClock>, QuotaError> {
+        Ok(RateLimiter::new(FixedWindow::new(&quota)?))
+    }
+}
+
+impl<A: Algorithm> RateLimiter<A, TscClock> {
+    /// A limiter running `algorithm` on the default clock.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, Quota, RateLimiter};
+    /// let limiter = RateLimiter::new(Gcra::from(Quota::per_hour(10).unwrap()));
+    /// assert_eq!(limiter.peek().remaining(), 10);
+    /// ```
+    pub fn new(algorithm: A) -> RateLimiter<A, TscClock> {
+        RateLimiter::with_clock(algorithm, TscClock::new())
+    }
+}
+
+impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
+    /// A limiter running `algorithm` on `clock`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(1).unwrap()), &clock);
+    /// assert!(limiter.check().is_ok());
+    /// assert!(limiter.check().is_err());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check().is_ok());
+    /// ```
+    pub fn with_clock(algorithm: A, clock: C) -> RateLimiter<A, C> {
+        RateLimiter {
+            state: StateCell::new(),
+            algorithm,
+            clock,
+        }
+    }
+
+    /// Admits one request, or says how long to wait. The fastest path: no division, no
+    /// [`Decision`] to fill in, and nothing written on a denial.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied`], with the time after which one request would be admitted.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_minute(1).unwrap());
+    /// assert!(limiter.check().is_ok());
+    /// let denied = limiter.check().unwrap_err();
+    /// assert!(denied.retry_after().as_secs() >= 59);
+    /// ```
+    #[inline]
+    pub fn check(&self) -> Result<(), Denied> {
+        self.apply(1)
+    }
+
+    /// Admits a request of `cost` units (bytes, tokens, rows...) all at once, or none of it.
+    ///
+    /// A cost of 0 is always admitted and changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::Denied`] if the cost does not fit now; [`CheckError::InsufficientCapacity`]
+    /// if it exceeds the capacity (burst or limit) and can never fit.
+    ///
+    /// ```
+    /// use tollgate::{CheckError, Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(1000).unwrap());
+    /// assert!(limiter.check_n(600).is_ok());
+    /// assert!(matches!(limiter.check_n(600), Err(CheckError::Denied(_))));
+    /// assert!(matches!(limiter.check_n(1001), Err(CheckError::InsufficientCapacity(_))));
+    /// ```
+    #[inline]
+    pub fn check_n(&self, cost: u64) -> Result<(), CheckError> {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(InsufficientCapacity::new(cost, capacity).into());
+        }
+        Ok(self.apply(cost)?)
+    }
+
+    /// Decides a request of `cost` and reports everything about it: admitted or not, what
+    /// remains, when to retry, when the state resets. A cost of 0 is a pure peek.
+    ///
+    /// Slightly more expensive than [`check_n`](RateLimiter::check_n), which skips computing the
+    /// numbers (a division or two).
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] if the cost exceeds the capacity and can never fit.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(10).unwrap());
+    /// let d = limiter.decide(4).unwrap();
+    /// assert!(d.is_allowed());
+    /// assert_eq!((d.remaining(), d.limit()), (6, 10));
+    /// ```
+    pub fn decide(&self, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(InsufficientCapacity::new(cost, capacity));
+        }
+        let now = self.clock.now();
+        Ok(self
+            .state
+            .update(|word| self.algorithm.decide(word, now, cost)))
+    }
+
+    /// The state as it stands, without changing it: the [`Decision`] for a cost of 0.
+    /// `remaining()` says how much would be admitted right now.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+    /// limiter.check_n(2).unwrap();
+    /// assert_eq!(limiter.peek().remaining(), 3);
+    /// assert_eq!(limiter.peek().remaining(), 3);
+    /// ```
+    pub fn peek(&self) -> Decision {
+        let now = self.clock.now();
+        self.algorithm.decide(self.state.load(), now, 0).0
+    }
+
+    /// The algorithm this limiter runs.
+    ///
+    /// ```
+    /// # use tollgate::{Algorithm, Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+    /// assert_eq!(limiter.algorithm().capacity(), 5);
+    /// ```
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock this limiter reads.
+    ///
+    /// ```
+    /// # use tollgate::{Clock, Gcra, ManualClock, Quota, RateLimiter};
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(5).unwrap()), ManualClock::new());
+    /// limiter.clock().advance(std::time::Duration::from_secs(1));
+    /// assert_eq!(limiter.clock().now().as_nanos(), 1_000_000_000);
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// One clock read and one compare-and-swap loop over the cheap transition.
+    #[inline]
+    fn apply(&self, cost: u64) -> Result<(), Denied> {
+        let now = self.clock.now();
+        self.state
+            .update(|word| match self.algorithm.transition(word, now, cost) {
+                Transition::Allow { state } => (Ok(()), state),
+                Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
+            })
+    }
+}
+
+impl<A: Algorithm, C: Clock> fmt::Debug for RateLimiter<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("state", &self.peek())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,49 @@
+//! One cache-padded atomic word: the state of a direct limiter.
+
+use crossbeam_utils::CachePadded;
+
+use crate::sync::{AtomicU64, Ordering::Relaxed};
+
+/// A state word on a cache line of its own, so that the hot word of one limiter never shares a
+/// line with anything else (false sharing would turn every admission into a cache-line transfer).
+pub(crate) struct StateCell {
+    word: CachePadded<AtomicU64>,
+}
+
+impl StateCell {
+    /// A cell holding the fresh state (the all-zero word).
+    pub(crate) fn new() -> StateCell {
+        StateCell {
+            word: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The current word (see the orderings argument in [the module docs](super)).
+    #[inline]
+    pub(crate) fn load(&self) -> u64 {
+        self.word.load(Relaxed)
+    }
+
+    /// Applies `step` to the current word until its result sticks.
+    ///
+    /// `step` returns the caller's outcome and the word to store; it is called again with the
+    /// newer word whenever another thread wrote in between. When it returns the word it was given
+    /// (a denial, a peek) nothing is written: a denial costs a load, not a cache-line transfer.
+    #[inline]
+    pub(crate) fn update<T>(&self, mut step: impl FnMut(u64) -> (T, u64)) -> T {
+        let mut current = self.word.load(Relaxed);
+        loop {
+            let (outcome, next) = step(current);
+            if next == current {
+                return outcome;
+            }
+            match self
+                .word
+                .compare_exchange_weak(current, next, Relaxed, Relaxed)
+            {
+                Ok(_) => return outcome,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
