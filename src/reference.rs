@@ -116,7 +116,7 @@ impl VirtualScheduling {
 impl Model for VirtualScheduling {
     fn decide(&mut self, now: Nanos, cost: u64) -> Verdict {
         let t = now.as_nanos() as i128;
-        let available = self.conforming(t).min(self.burst);
+        let available = self.conforming(t);
         if cost == 0 {
             return Verdict {
                 allowed: true,

@@ -1,0 +1,278 @@
+//! Every packed algorithm makes exactly the decisions of its reference model, on random quotas
+//! (extreme ones included) and random sequences of (time step, cost): forwards, backwards, jumps
+//! to the ends of time; costs of 0, 1, the capacity, past the capacity and `u64::MAX`.
+//!
+//! Beyond the verdicts, each step checks the reported numbers against the model:
+//! - `remaining` is the model's;
+//! - `retry_after` is exact: the model admits the same request at `now + retry_after` and denies
+//!   it one nanosecond earlier;
+//! - `reset_after` is exact: at `now + reset_after` the model's full capacity is available, and
+//!   one nanosecond earlier it is not;
+//! - `transition` (the check path) agrees with `decide` on the verdict and the stored word.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::reference::{
+    FixedWindowCounter, Model, SlidingWindowCounter, TokenBucket, VirtualScheduling,
+};
+use tollgate::{Algorithm, FixedWindow, Gcra, Nanos, Quota, SlidingWindow, Transition};
+
+/// How the clock moves before a request.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A small step forwards, relative to the period.
+    Forward(u64),
+    /// A huge step forwards.
+    Leap(u64),
+    /// Backwards (an unsynchronised core, or a clock stepped back).
+    Back(u64),
+    /// Straight to an absolute time.
+    To(u64),
+}
+
+/// The cost of a request, relative to the algorithm's capacity.
+#[derive(Clone, Copy, Debug)]
+enum Cost {
+    Zero,
+    One,
+    Some(u64),
+    Capacity,
+    AboveCapacity,
+    Max,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (0u64..4_000).prop_map(Step::Forward),
+        1 => any::<u64>().prop_map(Step::Leap),
+        2 => (0u64..4_000).prop_map(Step::Back),
+        1 => prop_oneof![Just(0), Just(Nanos::MAX.as_nanos()), Just(u64::MAX), any::<u64>()]
+            .prop_map(Step::To),
+    ]
+}
+
+fn cost() -> impl Strategy<Value = Cost> {
+    prop_oneof![
+        1 => Just(Cost::Zero),
+        6 => Just(Cost::One),
+        4 => (2u64..64).prop_map(Cost::Some),
+        1 => Just(Cost::Capacity),
+        1 => Just(Cost::AboveCapacity),
+        1 => Just(Cost::Max),
+    ]
+}
+
+/// Everyday quotas most of the time; the edges of what validates some of the time.
+fn quota() -> impl Strategy<Value = Quota> {
+    let period = prop_oneof![
+        4 => (1u64..=3_600_000).prop_map(|ms| Duration::from_millis(ms)),
+        1 => (1u64..=1_000).prop_map(Duration::from_nanos),
+        1 => Just(Quota::MAX_PERIOD),
+        1 => (1u64..=1 << 61).prop_map(Duration::from_nanos),
+    ];
+    let limit = prop_oneof![
+        6 => 1u64..=20,
+        2 => 1u64..=10_000,
+        1 => Just(1u64),
+        1 => any::<u64>(),
+    ];
+    let burst = prop_oneof![
+        3 => Just(None),
+        3 => (1u64..=40).prop_map(Some),
+        1 => any::<u64>().prop_map(Some),
+    ];
+    (limit, period, burst).prop_filter_map("valid quota", |(limit, period, burst)| {
+        let quota = Quota::new(limit, period).ok()?;
+        match burst {
+            None => Some(quota),
+            Some(burst) => quota.with_burst(burst).ok(),
+        }
+    })
+}
+
+fn ops() -> impl Strategy<Value = Vec<(Step, Cost)>> {
+    prop::collection::vec((step(), cost()), 1..120)
+}
+
+/// Replays `ops` through the algorithm and the model, checking every step.
+fn replay<A: Algorithm, M: Model + Clone>(
+    algorithm: &A,
+    mut model: M,
+    period: u64,
+    ops: &[(Step, Cost)],
+) -> Result<(), TestCaseError> {
+    let capacity = algorithm.capacity();
+    // Steps are measured in 1/1000 of the period, so every quota sees every regime.
+    let unit = (period / 1000).max(1);
+    let mut now = 0u64;
+    let mut state = 0u64;
+    for (i, &(step, cost)) in ops.iter().enumerate() {
+        now = match step {
+            Step::Forward(n) => now.saturating_add(n.saturating_mul(unit)),
+            Step::Leap(n) => now.saturating_add(n),
+            Step::Back(n) => now.saturating_sub(n.saturating_mul(unit)),
+            Step::To(t) => t,
+        }
+        .min(Nanos::MAX.as_nanos());
+        let t = Nanos::from_nanos(now);
+        let cost = match cost {
+            Cost::Zero => 0,
+            Cost::One => 1,
+            Cost::Some(n) => n.min(capacity),
+            Cost::Capacity => capacity,
+            Cost::AboveCapacity => capacity.saturating_add(1),
+            Cost::Max => u64::MAX,
+        };
+        let before = model.clone();
+        let verdict = model.decide(t, cost);
+        let (decision, next) = algorithm.decide(state, t, cost);
+        let context = || format!("step {i}: now {t:?} cost {cost} state {state:#x}");
+        prop_assert_eq!(decision.is_allowed(), verdict.allowed, "{}", context());
+        prop_assert_eq!(decision.remaining(), verdict.remaining, "{}", context());
+        prop_assert_eq!(decision.limit(), capacity);
+        match algorithm.transition(state, t, cost) {
+            Transition::Allow { state: s } => {
+                prop_assert!(decision.is_allowed(), "{}", context());
+                prop_assert_eq!(s, next, "{}", context());
+                prop_assert!(decision.retry_after().is_zero());
+            }
+            Transition::Deny { retry_after } => {
+                prop_assert!(!decision.is_allowed(), "{}", context());
+                prop_assert_eq!(next, state, "a denial writes nothing: {}", context());
+                prop_assert_eq!(retry_after.as_duration(), decision.retry_after());
+            }
+        }
+        if decision.is_allowed() {
+            prop_assert!(cost == 0 || next != u64::MAX, "the reserved word: {}", context());
+        } else if cost > capacity {
+            prop_assert_eq!(decision.retry_after(), Nanos::MAX.as_duration());
+        } else {
+            // Exact retry_after: admitted at now + r, denied at now + r - 1.
+            let r = decision.retry_after().as_nanos() as u64;
+            prop_assert!(r > 0, "{}", context());
+            // A wait that saturated at Nanos::MAX cannot be probed.
+            if r < Nanos::MAX.as_nanos() && now + r <= Nanos::MAX.as_nanos() {
+                let at = Nanos::from_nanos(now + r);
+                prop_assert!(before.clone().decide(at, cost).allowed, "retry_after too short: {}", context());
+                prop_assert!(algorithm.decide(state, at, cost).0.is_allowed(), "{}", context());
+                let early = Nanos::from_nanos(now + r - 1);
+                prop_assert!(!before.clone().decide(early, cost).allowed, "retry_after too long: {}", context());
+            }
+        }
+        // Exact reset_after: the whole capacity is back at now + z, and not a nanosecond sooner.
+        let z = decision.reset_after().as_nanos() as u64;
+        if z < Nanos::MAX.as_nanos() && now + z <= Nanos::MAX.as_nanos() {
+            let full = model.clone().decide(Nanos::from_nanos(now + z), 0);
+            prop_assert_eq!(full.remaining, capacity, "reset_after too short: {}", context());
+            if z > 0 {
+                let early = model.clone().decide(Nanos::from_nanos(now + z - 1), 0);
+                prop_assert!(early.remaining < capacity, "reset_after too long: {}", context());
+            }
+        }
+        state = next;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gcra_is_the_virtual_scheduling_algorithm(quota in quota(), ops in ops()) {
+        let gcra = Gcra::from(quota);
+        replay(&gcra, VirtualScheduling::new(&quota), quota.period().as_nanos() as u64, &ops)?;
+    }
+
+    #[test]
+    fn gcra_is_the_token_bucket(quota in quota(), ops in ops()) {
+        let gcra = Gcra::from(quota);
+        replay(&gcra, TokenBucket::new(&quota), quota.period().as_nanos() as u64, &ops)?;
+    }
+
+    #[test]
+    fn sliding_window_is_its_definition(quota in quota(), ops in ops()) {
+        // Quotas whose counts do not fit the word are refused at construction; check that the
+        // refusal is the documented one and move on.
+        match SlidingWindow::new(&quota) {
+            Ok(sw) => replay(&sw, SlidingWindowCounter::new(&quota), quota.period().as_nanos() as u64, &ops)?,
+            Err(err) => { let refused = matches!(err, tollgate::QuotaError::WindowLimitTooLarge { .. }); prop_assert!(refused, "{:?}", err) }
+        }
+    }
+
+    #[test]
+    fn fixed_window_is_its_definition(quota in quota(), ops in ops()) {
+        match FixedWindow::new(&quota) {
+            Ok(fw) => replay(&fw, FixedWindowCounter::new(&quota), quota.period().as_nanos() as u64, &ops)?,
+            Err(err) => { let refused = matches!(err, tollgate::QuotaError::WindowLimitTooLarge { .. }); prop_assert!(refused, "{:?}", err) }
+        }
+    }
+
+    /// The idle predicate the keyed store relies on: an idle word decides exactly like the fresh
+    /// word, at the time it was found idle and at every later time, and stores the same word.
+    #[test]
+    fn idle_words_are_fresh(quota in quota(), ops in ops(), later in prop::collection::vec((0u64..4_000, cost()), 1..8)) {
+        fn check<A: Algorithm>(a: &A, period: u64, ops: &[(Step, Cost)], later: &[(u64, Cost)]) -> Result<(), TestCaseError> {
+            let unit = (period / 1000).max(1);
+            let mut now = 0u64;
+            let mut state = 0u64;
+            for &(step, _) in ops {
+                now = match step {
+                    Step::Forward(n) => now.saturating_add(n.saturating_mul(unit)),
+                    Step::Leap(n) => now.saturating_add(n),
+                    Step::Back(n) => now.saturating_sub(n.saturating_mul(unit)),
+                    Step::To(t) => t,
+                };
+                now = now.min(Nanos::MAX.as_nanos());
+                state = a.decide(state, Nanos::from_nanos(now), 1).1;
+                if a.is_idle(state, Nanos::from_nanos(now)) {
+                    let (mut idle, mut fresh, mut t) = (state, 0u64, now);
+                    for &(dt, cost) in later {
+                        t = t.saturating_add(dt * unit).min(Nanos::MAX.as_nanos());
+                        let cost = match cost { Cost::Zero => 0, Cost::One => 1, _ => a.capacity() };
+                        let (d1, s1) = a.decide(idle, Nanos::from_nanos(t), cost);
+                        let (d2, s2) = a.decide(fresh, Nanos::from_nanos(t), cost);
+                        prop_assert_eq!(d1, d2);
+                        // The words may differ while both are unwritten (a peek); after a write
+                        // they must be the same word.
+                        if cost > 0 && d1.is_allowed() {
+                            prop_assert_eq!(s1, s2);
+                        }
+                        idle = s1;
+                        fresh = s2;
+                    }
+                }
+            }
+            Ok(())
+        }
+        let period = quota.period().as_nanos() as u64;
+        check(&Gcra::from(quota), period, &ops, &later)?;
+        if let Ok(sw) = SlidingWindow::new(&quota) {
+            check(&sw, period, &ops, &later)?;
+        }
+        if let Ok(fw) = FixedWindow::new(&quota) {
+            check(&fw, period, &ops, &later)?;
+        }
+    }
+}
+
+proptest! {
+    /// Arbitrary words (corrupted memory, a fuzzer) and arbitrary times never panic, and the
+    /// check path always agrees with the full decision.
+    #[test]
+    fn arbitrary_words_never_panic(quota in quota(), word in any::<u64>(), now in any::<u64>(), cost in any::<u64>()) {
+        fn check<A: Algorithm>(a: &A, word: u64, now: Nanos, cost: u64) -> Result<(), TestCaseError> {
+            let (d, s) = a.decide(word, now, cost);
+            match a.transition(word, now, cost) {
+                Transition::Allow { state } => { prop_assert!(d.is_allowed()); prop_assert_eq!(state, s); }
+                Transition::Deny { .. } => { prop_assert!(!d.is_allowed()); prop_assert_eq!(word, s); }
+            }
+            a.is_idle(word, now);
+            Ok(())
+        }
+        let now = Nanos::from_nanos(now);
+        check(&Gcra::from(quota), word, now, cost)?;
+        if let Ok(sw) = SlidingWindow::new(&quota) { check(&sw, word, now, cost)?; }
+        if let Ok(fw) = FixedWindow::new(&quota) { check(&fw, word, now, cost)?; }
+    }
+}
