@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs tollgate's loom models: every compare-and-swap protocol, under every interleaving loom
+# reaches with up to LOOM_MAX_PREEMPTIONS preemptions per thread (default 3).
+#
+#   loom-tests/run.sh                 # all models
+#   loom-tests/run.sh one_slot        # models whose name contains "one_slot"
+#
+# The models build tollgate with `--cfg tollgate_loom` (crate-prefixed, so no other crate in the
+# tree switches to its own loom build), in release mode, in a target directory of their own so the
+# normal build cache is left alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RUSTFLAGS="--cfg tollgate_loom ${RUSTFLAGS:-}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
+exec cargo test -p tollgate-loom-tests --release --target-dir target/loom -- "$@"
