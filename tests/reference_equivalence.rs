@@ -2,19 +2,15 @@
 //! (extreme ones included) and random sequences of (time step, cost): forwards, backwards, jumps
 //! to the ends of time; costs of 0, 1, the capacity, past the capacity and `u64::MAX`.
 //!
-//! Beyond the verdicts, each step checks the reported numbers against the model:
-//! - `remaining` is the model's;
-//! - `retry_after` is exact: the model admits the same request at `now + retry_after` and denies
-//!   it one nanosecond earlier;
-//! - `reset_after` is exact: at `now + reset_after` the model's full capacity is available, and
-//!   one nanosecond earlier it is not;
-//! - `transition` (the check path) agrees with `decide` on the verdict and the stored word.
+//! Beyond the verdicts, every step checks the reported numbers against the model (remaining,
+//! exact retry and reset times, the check path against the full decision): see
+//! `tollgate::reference::Differential`, which the fuzz targets drive too.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::reference::{
-    FixedWindowCounter, Model, SlidingWindowCounter, TokenBucket, VirtualScheduling,
+    Differential, FixedWindowCounter, Model, SlidingWindowCounter, TokenBucket, VirtualScheduling,
 };
 use tollgate::{Algorithm, FixedWindow, Gcra, Nanos, Quota, SlidingWindow, Transition};
 
@@ -95,19 +91,20 @@ fn ops() -> impl Strategy<Value = Vec<(Step, Cost)>> {
     prop::collection::vec((step(), cost()), 1..120)
 }
 
-/// Replays `ops` through the algorithm and the model, checking every step.
+/// Replays `ops` through the algorithm and the model, checking every step with
+/// [`Differential`].
 fn replay<A: Algorithm, M: Model + Clone>(
-    algorithm: &A,
-    mut model: M,
+    algorithm: A,
+    model: M,
     period: u64,
     ops: &[(Step, Cost)],
 ) -> Result<(), TestCaseError> {
     let capacity = algorithm.capacity();
+    let mut diff = Differential::new(algorithm, model);
     // Steps are measured in 1/1000 of the period, so every quota sees every regime.
     let unit = (period / 1000).max(1);
     let mut now = 0u64;
-    let mut state = 0u64;
-    for (i, &(step, cost)) in ops.iter().enumerate() {
+    for &(step, cost) in ops {
         now = match step {
             Step::Forward(n) => now.saturating_add(n.saturating_mul(unit)),
             Step::Leap(n) => now.saturating_add(n),
@@ -115,7 +112,6 @@ fn replay<A: Algorithm, M: Model + Clone>(
             Step::To(t) => t,
         }
         .min(Nanos::MAX.as_nanos());
-        let t = Nanos::from_nanos(now);
         let cost = match cost {
             Cost::Zero => 0,
             Cost::One => 1,
@@ -124,53 +120,9 @@ fn replay<A: Algorithm, M: Model + Clone>(
             Cost::AboveCapacity => capacity.saturating_add(1),
             Cost::Max => u64::MAX,
         };
-        let before = model.clone();
-        let verdict = model.decide(t, cost);
-        let (decision, next) = algorithm.decide(state, t, cost);
-        let context = || format!("step {i}: now {t:?} cost {cost} state {state:#x}");
-        prop_assert_eq!(decision.is_allowed(), verdict.allowed, "{}", context());
-        prop_assert_eq!(decision.remaining(), verdict.remaining, "{}", context());
-        prop_assert_eq!(decision.limit(), capacity);
-        match algorithm.transition(state, t, cost) {
-            Transition::Allow { state: s } => {
-                prop_assert!(decision.is_allowed(), "{}", context());
-                prop_assert_eq!(s, next, "{}", context());
-                prop_assert!(decision.retry_after().is_zero());
-            }
-            Transition::Deny { retry_after } => {
-                prop_assert!(!decision.is_allowed(), "{}", context());
-                prop_assert_eq!(next, state, "a denial writes nothing: {}", context());
-                prop_assert_eq!(retry_after.as_duration(), decision.retry_after());
-            }
+        if let Err(mismatch) = diff.step(Nanos::from_nanos(now), cost) {
+            return Err(TestCaseError::fail(mismatch.to_string()));
         }
-        if decision.is_allowed() {
-            prop_assert!(cost == 0 || next != u64::MAX, "the reserved word: {}", context());
-        } else if cost > capacity {
-            prop_assert_eq!(decision.retry_after(), Nanos::MAX.as_duration());
-        } else {
-            // Exact retry_after: admitted at now + r, denied at now + r - 1.
-            let r = decision.retry_after().as_nanos() as u64;
-            prop_assert!(r > 0, "{}", context());
-            // A wait that saturated at Nanos::MAX cannot be probed.
-            if r < Nanos::MAX.as_nanos() && now + r <= Nanos::MAX.as_nanos() {
-                let at = Nanos::from_nanos(now + r);
-                prop_assert!(before.clone().decide(at, cost).allowed, "retry_after too short: {}", context());
-                prop_assert!(algorithm.decide(state, at, cost).0.is_allowed(), "{}", context());
-                let early = Nanos::from_nanos(now + r - 1);
-                prop_assert!(!before.clone().decide(early, cost).allowed, "retry_after too long: {}", context());
-            }
-        }
-        // Exact reset_after: the whole capacity is back at now + z, and not a nanosecond sooner.
-        let z = decision.reset_after().as_nanos() as u64;
-        if z < Nanos::MAX.as_nanos() && now + z <= Nanos::MAX.as_nanos() {
-            let full = model.clone().decide(Nanos::from_nanos(now + z), 0);
-            prop_assert_eq!(full.remaining, capacity, "reset_after too short: {}", context());
-            if z > 0 {
-                let early = model.clone().decide(Nanos::from_nanos(now + z - 1), 0);
-                prop_assert!(early.remaining < capacity, "reset_after too long: {}", context());
-            }
-        }
-        state = next;
     }
     Ok(())
 }
@@ -181,13 +133,13 @@ proptest! {
     #[test]
     fn gcra_is_the_virtual_scheduling_algorithm(quota in quota(), ops in ops()) {
         let gcra = Gcra::from(quota);
-        replay(&gcra, VirtualScheduling::new(&quota), quota.period().as_nanos() as u64, &ops)?;
+        replay(gcra, VirtualScheduling::new(&quota), quota.period().as_nanos() as u64, &ops)?;
     }
 
     #[test]
     fn gcra_is_the_token_bucket(quota in quota(), ops in ops()) {
         let gcra = Gcra::from(quota);
-        replay(&gcra, TokenBucket::new(&quota), quota.period().as_nanos() as u64, &ops)?;
+        replay(gcra, TokenBucket::new(&quota), quota.period().as_nanos() as u64, &ops)?;
     }
 
     #[test]
@@ -195,7 +147,7 @@ proptest! {
         // Quotas whose counts do not fit the word are refused at construction; check that the
         // refusal is the documented one and move on.
         match SlidingWindow::new(&quota) {
-            Ok(sw) => replay(&sw, SlidingWindowCounter::new(&quota), quota.period().as_nanos() as u64, &ops)?,
+            Ok(sw) => replay(sw, SlidingWindowCounter::new(&quota), quota.period().as_nanos() as u64, &ops)?,
             Err(err) => { let refused = matches!(err, tollgate::QuotaError::WindowLimitTooLarge { .. }); prop_assert!(refused, "{:?}", err) }
         }
     }
@@ -203,7 +155,7 @@ proptest! {
     #[test]
     fn fixed_window_is_its_definition(quota in quota(), ops in ops()) {
         match FixedWindow::new(&quota) {
-            Ok(fw) => replay(&fw, FixedWindowCounter::new(&quota), quota.period().as_nanos() as u64, &ops)?,
+            Ok(fw) => replay(fw, FixedWindowCounter::new(&quota), quota.period().as_nanos() as u64, &ops)?,
             Err(err) => { let refused = matches!(err, tollgate::QuotaError::WindowLimitTooLarge { .. }); prop_assert!(refused, "{:?}", err) }
         }
     }
