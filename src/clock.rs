@@ -205,7 +205,9 @@ impl Default for TscClock {
 
 impl fmt::Debug for TscClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TscClock").field("now", &self.now()).finish()
+        f.debug_struct("TscClock")
+            .field("now", &self.now())
+            .finish()
     }
 }
 
@@ -511,7 +513,10 @@ mod tests {
         assert!(start.as_nanos() < 1_000_000_000, "{start:?}");
         std::thread::sleep(Duration::from_millis(2));
         let later = clock.now();
-        assert!(later.as_nanos() >= start.as_nanos() + 2_000_000, "{later:?}");
+        assert!(
+            later.as_nanos() >= start.as_nanos() + 2_000_000,
+            "{later:?}"
+        );
         // Clones share the epoch.
         assert!(clock.clone().now() >= later);
     }

@@ -104,3 +104,8 @@ pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
 pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

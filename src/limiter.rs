@@ -71,7 +71,9 @@ impl RateLimiter<SlidingWindow, TscClock> {
     /// assert!(limiter.check_n(60).is_ok());
     /// assert!(limiter.check().is_err());
     /// ```
-    pub fn sliding_window(quota: Quota) -> Result<RateLimiter<SlidingWindow, TscClock>, QuotaError> {
+    pub fn sliding_window(
+        quota: Quota,
+    ) -> Result<RateLimiter<SlidingWindow, TscClock>, QuotaError> {
         Ok(RateLimiter::new(SlidingWindow::new(&quota)?))
     }
 }

@@ -353,9 +353,18 @@ mod tests {
 
     #[test]
     fn constructors_agree() {
-        assert_eq!(Quota::per_second(10), Quota::new(10, Duration::from_secs(1)));
-        assert_eq!(Quota::per_minute(10), Quota::new(10, Duration::from_secs(60)));
-        assert_eq!(Quota::per_hour(10), Quota::new(10, Duration::from_secs(3600)));
+        assert_eq!(
+            Quota::per_second(10),
+            Quota::new(10, Duration::from_secs(1))
+        );
+        assert_eq!(
+            Quota::per_minute(10),
+            Quota::new(10, Duration::from_secs(60))
+        );
+        assert_eq!(
+            Quota::per_hour(10),
+            Quota::new(10, Duration::from_secs(3600))
+        );
     }
 
     #[test]
@@ -365,7 +374,10 @@ mod tests {
         assert_eq!(q.emission_interval_nanos(), 8_571_428_572);
         assert!(q.emission_interval_nanos() * 7 >= q.period_nanos());
         // Exact divisions are not rounded.
-        assert_eq!(Quota::per_second(4).unwrap().emission_interval_nanos(), 250_000_000);
+        assert_eq!(
+            Quota::per_second(4).unwrap().emission_interval_nanos(),
+            250_000_000
+        );
         // One per nanosecond is the fastest representable rate.
         let fastest = Quota::per_second(1_000_000_000).unwrap();
         assert_eq!(fastest.emission_interval_nanos(), 1);
@@ -432,7 +444,10 @@ mod tests {
                 "a limit of 1500000000 per 1s",
             ),
             (
-                Quota::per_second(1).unwrap().with_burst(u64::MAX).unwrap_err(),
+                Quota::per_second(1)
+                    .unwrap()
+                    .with_burst(u64::MAX)
+                    .unwrap_err(),
                 "a burst of 18446744073709551615 at one request per 1s",
             ),
             (

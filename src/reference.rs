@@ -125,7 +125,8 @@ impl Model for VirtualScheduling {
                 remaining: available,
             };
         }
-        if cost > self.burst || self.tat.max(t) + (cost as i128 - 1) * self.increment > t + self.limit
+        if cost > self.burst
+            || self.tat.max(t) + (cost as i128 - 1) * self.increment > t + self.limit
         {
             return Verdict {
                 allowed: false,
@@ -279,7 +280,8 @@ impl Model for SlidingWindowCounter {
             let used = weighted.div_ceil(p) + cur;
             (self.limit as u128).saturating_sub(used) as u64
         };
-        let allowed = cost == 0 || (cost <= self.limit && weighted + (cur + cost as u128) * p <= limit);
+        let allowed =
+            cost == 0 || (cost <= self.limit && weighted + (cur + cost as u128) * p <= limit);
         if !allowed || cost == 0 {
             return Verdict {
                 allowed,
@@ -481,12 +483,12 @@ pub struct Differential<A, M> {
 /// use tollgate::reference::{Differential, FixedWindowCounter};
 /// use tollgate::{Gcra, Nanos, Quota};
 ///
-/// // GCRA is not a fixed window: they disagree on the second request of 1 per second.
+/// // GCRA is not a fixed window: after one request just before the window ends, the window is
+/// // fresh again 1 ns later, GCRA only a second later.
 /// let quota = Quota::per_second(1).unwrap();
 /// let mut diff = Differential::new(Gcra::from(quota), FixedWindowCounter::new(&quota));
-/// diff.step(Nanos::from_nanos(999_999_999), 1).unwrap();
-/// let mismatch = diff.step(Nanos::from_nanos(1_000_000_000), 1).unwrap_err();
-/// assert!(mismatch.to_string().contains("step 1"));
+/// let mismatch = diff.step(Nanos::from_nanos(999_999_999), 1).unwrap_err();
+/// assert!(mismatch.to_string().starts_with("step 0: reset_after"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mismatch(String);
@@ -561,10 +563,18 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         let verdict = self.model.decide(now, cost);
         let (decision, next) = algorithm.decide(state, now, cost);
         if decision.is_allowed() != verdict.allowed {
-            return fail(&format!("allowed {} vs model {}", decision.is_allowed(), verdict.allowed));
+            return fail(&format!(
+                "allowed {} vs model {}",
+                decision.is_allowed(),
+                verdict.allowed
+            ));
         }
         if decision.remaining() != verdict.remaining {
-            return fail(&format!("remaining {} vs model {}", decision.remaining(), verdict.remaining));
+            return fail(&format!(
+                "remaining {} vs model {}",
+                decision.remaining(),
+                verdict.remaining
+            ));
         }
         if decision.limit() != capacity {
             return fail("limit is not the capacity");
@@ -573,7 +583,9 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             Transition::Allow { state: word } if !decision.is_allowed() || word != next => {
                 return fail("transition admitted what decide did not, or stored another word");
             }
-            Transition::Deny { retry_after } if decision.is_allowed() || retry_after.as_duration() != decision.retry_after() => {
+            Transition::Deny { retry_after }
+                if decision.is_allowed() || retry_after.as_duration() != decision.retry_after() =>
+            {
                 return fail("transition denied what decide admitted, or with another wait");
             }
             _ => {}

@@ -68,7 +68,11 @@ fn clock_that_goes_backwards_never_admits_more() {
     let clock = ManualClock::starting_at(Duration::from_secs(10));
     let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(1).unwrap()), &clock);
     limiter.check().unwrap();
-    for back in [Duration::ZERO, Duration::from_millis(1), Duration::from_secs(10)] {
+    for back in [
+        Duration::ZERO,
+        Duration::from_millis(1),
+        Duration::from_secs(10),
+    ] {
         clock.set(Duration::from_secs(10) - back);
         let denied = limiter.check().unwrap_err();
         // The wait is measured from the (earlier) clock: until 11 s − back... plus back.
@@ -79,8 +83,10 @@ fn clock_that_goes_backwards_never_admits_more() {
 
     // Window counters read an earlier window as the start of the stored one.
     let clock = ManualClock::starting_at(Duration::from_secs(65));
-    let limiter =
-        RateLimiter::with_clock(FixedWindow::new(&Quota::per_minute(2).unwrap()).unwrap(), &clock);
+    let limiter = RateLimiter::with_clock(
+        FixedWindow::new(&Quota::per_minute(2).unwrap()).unwrap(),
+        &clock,
+    );
     limiter.check_n(2).unwrap();
     clock.set(Duration::from_secs(5)); // window 0, before the stored window 1
     assert!(limiter.check().is_err());

@@ -62,7 +62,7 @@ fn cost() -> impl Strategy<Value = Cost> {
 /// Everyday quotas most of the time; the edges of what validates some of the time.
 fn quota() -> impl Strategy<Value = Quota> {
     let period = prop_oneof![
-        4 => (1u64..=3_600_000).prop_map(|ms| Duration::from_millis(ms)),
+        4 => (1u64..=3_600_000).prop_map(Duration::from_millis),
         1 => (1u64..=1_000).prop_map(Duration::from_nanos),
         1 => Just(Quota::MAX_PERIOD),
         1 => (1u64..=1 << 61).prop_map(Duration::from_nanos),

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use tollgate::reference::{Model, SlidingLog};
-use tollgate::{Algorithm, FixedWindow, Gcra, ManualClock, Nanos, Quota, RateLimiter, SlidingWindow};
+use tollgate::{
+    Algorithm, FixedWindow, Gcra, ManualClock, Nanos, Quota, RateLimiter, SlidingWindow,
+};
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000 * MS;
@@ -46,7 +48,10 @@ fn three_per_minute_across_a_boundary() {
 
     // GCRA with burst 3 (T = 20 s, τ = 60 s): the burst of 3 at 59.x s pushes the TAT to
     // 59 + 60 = 119 s; at 60.0 s the next needs 119 + 20 ≤ 60 + 60: no. Only 3 pass.
-    assert_eq!(admitted(Gcra::from(quota.with_burst(3).unwrap()), &times), 3);
+    assert_eq!(
+        admitted(Gcra::from(quota.with_burst(3).unwrap()), &times),
+        3
+    );
 
     // Sliding-window counter: 3 counted in window 0; at 60.0 s they weigh fully (3 + 1 > 3), at
     // 60.3 s 3 × 59.7/60 = 2.985 (3.985 > 3), at 60.6 s 2.97 (3.97 > 3): only 3 pass.
@@ -95,8 +100,10 @@ fn hundred_per_minute_across_a_boundary() {
 #[test]
 fn weighted_previous_window_denies() {
     let clock = ManualClock::new();
-    let limiter =
-        RateLimiter::with_clock(SlidingWindow::new(&Quota::per_minute(10).unwrap()).unwrap(), &clock);
+    let limiter = RateLimiter::with_clock(
+        SlidingWindow::new(&Quota::per_minute(10).unwrap()).unwrap(),
+        &clock,
+    );
     clock.set(Duration::from_secs(30));
     limiter.check_n(9).unwrap();
     clock.set(Duration::from_secs(60 + 54)); // 90% into window 1
@@ -150,7 +157,8 @@ fn gcra_reports_match_the_article() {
 
     // A burst of 12 at t = 1 s, then a request every 50 ms for 3 s (recovery under load), then
     // silence until 6 s and another burst of 12.
-    let times: Vec<i64> = std::iter::repeat(1_000).take(12)
+    let times: Vec<i64> = std::iter::repeat(1_000)
+        .take(12)
         .chain((0..60).map(|i| 1_000 + i * 50))
         .chain(std::iter::repeat(6_000).take(12))
         .map(|ms| ms * MS as i64)
@@ -166,7 +174,11 @@ fn gcra_reports_match_the_article() {
             d.retry_after().as_nanos() as u64,
             d.reset_after().as_nanos() as u64,
         );
-        assert_eq!(got, (allowed, remaining, retry, reset), "request {i} at {t} ns");
+        assert_eq!(
+            got,
+            (allowed, remaining, retry, reset),
+            "request {i} at {t} ns"
+        );
         expected_admitted += allowed as u32;
     }
     // The first burst: 10 of 12 (remaining 9, 8, ..., 0; then retry 200 ms, reset 2 s), and
@@ -179,7 +191,10 @@ fn gcra_reports_match_the_article() {
     // Spot values straight from the formulas: the first request of a fresh burst.
     clock.set(Duration::from_secs(100));
     let fresh = limiter.decide(1).unwrap();
-    assert_eq!((fresh.remaining(), fresh.reset_after()), (9, Duration::from_millis(200)));
+    assert_eq!(
+        (fresh.remaining(), fresh.reset_after()),
+        (9, Duration::from_millis(200))
+    );
 }
 
 /// A driver offering 1, 2, 5, 10, 20, 50 and 100 requests per second, evenly spaced, for 10
@@ -215,7 +230,10 @@ fn offered_load_driver() {
         assert_eq!(got, [gcra, sliding, fixed], "offered {offered}/s");
         let ideal = 10 * offered.min(10) as usize;
         for count in got {
-            assert!(count.abs_diff(ideal) <= 10, "offered {offered}/s: {count} vs {ideal}");
+            assert!(
+                count.abs_diff(ideal) <= 10,
+                "offered {offered}/s: {count} vs {ideal}"
+            );
         }
     }
 }

@@ -10,7 +10,11 @@ const THREADS: usize = 8;
 
 /// Every thread offers `per_thread` requests of `cost` at once (released by a barrier) and counts
 /// its admissions; returns the total.
-fn hammer<A: Algorithm>(limiter: &RateLimiter<A, &ManualClock>, per_thread: usize, cost: u64) -> u64 {
+fn hammer<A: Algorithm>(
+    limiter: &RateLimiter<A, &ManualClock>,
+    per_thread: usize,
+    cost: u64,
+) -> u64 {
     let barrier = Barrier::new(THREADS);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..THREADS)
@@ -47,8 +51,7 @@ fn gcra_admits_exactly_the_burst_at_frozen_time() {
 #[test]
 fn gcra_with_cost_admits_whole_requests_only() {
     let clock = ManualClock::new();
-    let limiter =
-        RateLimiter::with_clock(Gcra::from(Quota::per_second(1_000).unwrap()), &clock);
+    let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(1_000).unwrap()), &clock);
     // Cost 3 against a burst of 1000: ⌊1000 / 3⌋ = 333 requests, 999 units, 1 left over.
     assert_eq!(hammer(&limiter, 500, 3), 333);
     assert_eq!(limiter.peek().remaining(), 1);
@@ -69,8 +72,10 @@ fn sliding_window_admits_exactly_the_limit_at_frozen_time() {
 #[test]
 fn fixed_window_admits_exactly_the_limit_at_frozen_time() {
     let clock = ManualClock::new();
-    let limiter =
-        RateLimiter::with_clock(FixedWindow::new(&Quota::per_second(3_000).unwrap()).unwrap(), &clock);
+    let limiter = RateLimiter::with_clock(
+        FixedWindow::new(&Quota::per_second(3_000).unwrap()).unwrap(),
+        &clock,
+    );
     assert_eq!(hammer(&limiter, 1_000, 1), 3_000);
     clock.advance(Duration::from_secs(1));
     assert_eq!(hammer(&limiter, 1_000, 2), 1_500);

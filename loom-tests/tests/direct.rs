@@ -14,7 +14,10 @@ fn limiter<A: Algorithm>(algorithm: A) -> Arc<RateLimiter<A, ManualClock>> {
 }
 
 /// Runs `cost`s concurrently, one thread each, and returns which were admitted.
-fn race<A: Algorithm + 'static>(limiter: &Arc<RateLimiter<A, ManualClock>>, costs: &[u64]) -> Vec<bool> {
+fn race<A: Algorithm + 'static>(
+    limiter: &Arc<RateLimiter<A, ManualClock>>,
+    costs: &[u64],
+) -> Vec<bool> {
     let handles: Vec<_> = costs
         .iter()
         .map(|&cost| {

@@ -147,9 +147,7 @@ impl Algorithm for Gcra {
         // cost <= burst, so cost × T <= τ: no overflow. The stored TAT is below
         // Nanos::MAX + τ_max, so the sum stays below 2^64; saturation only guards arbitrary words
         // (fuzzing), where a saturated TAT is still far beyond `now + τ` and is denied.
-        let new_tat = state
-            .max(now)
-            .saturating_add(cost * self.emission_interval);
+        let new_tat = state.max(now).saturating_add(cost * self.emission_interval);
         let limit = now + self.tolerance;
         if new_tat <= limit {
             Transition::Allow { state: new_tat }
@@ -216,7 +214,12 @@ mod tests {
         assert_eq!(word, 5 * MS + 1000 * MS);
         // The largest TAT that can ever be stored: now = Nanos::MAX and the whole (largest)
         // tolerance used. It stays below u64::MAX, which is therefore never a state.
-        let widest = Gcra::from(Quota::new(1, Quota::MAX_PERIOD).unwrap().with_burst(2).unwrap());
+        let widest = Gcra::from(
+            Quota::new(1, Quota::MAX_PERIOD)
+                .unwrap()
+                .with_burst(2)
+                .unwrap(),
+        );
         assert_eq!(widest.tolerance(), Quota::MAX_TOLERANCE);
         let (d, word) = widest.decide(0, Nanos::MAX, 2);
         assert!(d.is_allowed());
@@ -266,7 +269,10 @@ mod tests {
         );
         let (d, s) = g.decide(0, Nanos::ZERO, 11);
         assert!(!d.is_allowed());
-        assert_eq!((s, d.remaining(), d.retry_after()), (0, 10, Nanos::MAX.as_duration()));
+        assert_eq!(
+            (s, d.remaining(), d.retry_after()),
+            (0, 10, Nanos::MAX.as_duration())
+        );
     }
 
     #[test]
@@ -292,7 +298,10 @@ mod tests {
         // A peek far in the past reports nothing available and the full wait, without panicking.
         let (d, s) = g.decide(state, Nanos::ZERO, 0);
         assert!(d.is_allowed());
-        assert_eq!((s, d.remaining(), d.reset_after()), (state, 0, Duration::from_secs(2)));
+        assert_eq!(
+            (s, d.remaining(), d.reset_after()),
+            (state, 0, Duration::from_secs(2))
+        );
     }
 
     #[test]

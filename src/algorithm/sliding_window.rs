@@ -333,7 +333,9 @@ mod tests {
         let mut state = 0;
         let mut admitted = 0;
         for i in 0..100u64 {
-            if let Transition::Allow { state: s } = sw.transition(state, Nanos::from_nanos(i * 6 * SEC), 1) {
+            if let Transition::Allow { state: s } =
+                sw.transition(state, Nanos::from_nanos(i * 6 * SEC), 1)
+            {
                 state = s;
                 admitted += 1;
             }
@@ -373,7 +375,8 @@ mod tests {
     #[test]
     fn extreme_inputs_do_not_panic() {
         let sw = per_minute(262_143);
-        let tiny = SlidingWindow::new(&Quota::new(1, Duration::from_nanos(1 << 40)).unwrap()).unwrap();
+        let tiny =
+            SlidingWindow::new(&Quota::new(1, Duration::from_nanos(1 << 40)).unwrap()).unwrap();
         for alg in [sw, tiny] {
             for state in [0, 1, u64::MAX - 1, u64::MAX, 0x5555_5555_5555_5555] {
                 for now in [Nanos::ZERO, Nanos::from_nanos(12345), Nanos::MAX] {

@@ -157,16 +157,31 @@ mod tests {
         let p = 100;
         assert_eq!(
             position(p, 3, Nanos::from_nanos(350)),
-            Position { index: 3, ahead: 0, elapsed: 50, delay: 0 }
+            Position {
+                index: 3,
+                ahead: 0,
+                elapsed: 50,
+                delay: 0
+            }
         );
         assert_eq!(
             position(p, 3, Nanos::from_nanos(420)),
-            Position { index: 4, ahead: 1, elapsed: 20, delay: 0 }
+            Position {
+                index: 4,
+                ahead: 1,
+                elapsed: 20,
+                delay: 0
+            }
         );
         // Backwards: evaluated at the start of the stored window, 130 ns later than `now`.
         assert_eq!(
             position(p, 3, Nanos::from_nanos(170)),
-            Position { index: 3, ahead: 0, elapsed: 0, delay: 130 }
+            Position {
+                index: 3,
+                ahead: 0,
+                elapsed: 0,
+                delay: 130
+            }
         );
     }
 }
