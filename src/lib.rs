@@ -93,6 +93,7 @@
 pub mod algorithm;
 pub mod clock;
 mod decision;
+pub mod keyed;
 mod limiter;
 pub mod quota;
 pub mod reference;
@@ -102,8 +103,10 @@ mod sync;
 pub use algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
 pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
+pub use keyed::{DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
+pub use store::{CapacityError, KeyedStats, Overflow};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -1,14 +1,99 @@
 //! The atomics the stores use, from one place, so that loom can stand in for them.
 //!
 //! Under `--cfg tollgate_loom` every atomic here is loom's, and loom explores the interleavings of
-//! the stores' compare-and-swap loops; otherwise they are the standard library's. The cfg carries
-//! the crate's prefix because a bare `--cfg loom` switches every crate in the tree that checks it
-//! (tokio and friends) to its own loom build.
+//! the stores' compare-and-swap loops; otherwise they are the standard library's (and
+//! portable-atomic's `AtomicU128`, which is `cmpxchg16b` on x86-64). The cfg carries the crate's
+//! prefix because a bare `--cfg loom` switches every crate in the tree that checks it (tokio and
+//! friends) to its own loom build.
 //!
 //! Nothing else in the crate imports an atomic type directly.
 
 #[cfg(not(tollgate_loom))]
-pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
+#[cfg(not(tollgate_loom))]
+pub(crate) use portable_atomic::AtomicU128;
 
 #[cfg(tollgate_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+#[cfg(tollgate_loom)]
+pub(crate) use loom_u128::AtomicU128;
+
+/// Gives way while another thread finishes a step we are waiting on (a slot reservation).
+#[inline]
+pub(crate) fn backoff() {
+    #[cfg(not(tollgate_loom))]
+    std::thread::yield_now();
+    // Loom must see the wait, or a spinning thread would never let the other one run.
+    #[cfg(tollgate_loom)]
+    loom::thread::yield_now();
+}
+
+/// A 128-bit atomic for loom, which has none: a loom `AtomicU64` holding a handle to an interned
+/// 128-bit value.
+///
+/// Every value ever stored is interned once (in a process-wide table, outside loom's view), so
+/// equal values have equal handles and a compare-and-swap on handles is exactly a
+/// compare-and-swap on values. Each operation is one loom atomic operation with the caller's
+/// ordering, so loom explores the same interleavings and the same memory-model behaviour
+/// (relaxed loads that see stale values, fences) as for a hardware 128-bit atomic.
+#[cfg(tollgate_loom)]
+mod loom_u128 {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    use loom::sync::atomic::{AtomicU64, Ordering};
+
+    #[derive(Default)]
+    struct Interner {
+        handles: HashMap<u128, u64>,
+        values: Vec<u128>,
+    }
+
+    fn interner() -> std::sync::MutexGuard<'static, Interner> {
+        static INTERNER: OnceLock<Mutex<Interner>> = OnceLock::new();
+        INTERNER
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn handle(value: u128) -> u64 {
+        let mut table = interner();
+        if let Some(&h) = table.handles.get(&value) {
+            return h;
+        }
+        let h = table.values.len() as u64;
+        table.values.push(value);
+        table.handles.insert(value, h);
+        h
+    }
+
+    fn value(handle: u64) -> u128 {
+        interner().values[handle as usize]
+    }
+
+    pub(crate) struct AtomicU128(AtomicU64);
+
+    impl AtomicU128 {
+        pub(crate) fn new(v: u128) -> AtomicU128 {
+            AtomicU128(AtomicU64::new(handle(v)))
+        }
+
+        pub(crate) fn load(&self, order: Ordering) -> u128 {
+            value(self.0.load(order))
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u128,
+            new: u128,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u128, u128> {
+            self.0
+                .compare_exchange(handle(current), handle(new), success, failure)
+                .map(value)
+                .map_err(value)
+        }
+    }
+}

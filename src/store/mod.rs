@@ -3,10 +3,13 @@
 //! takes them from [`crate::sync`] alone.
 //!
 //! - [`StateCell`]: one cache-padded `AtomicU64`, the state of a direct limiter.
+//! - [`Table`]: fixed-size groups of 128-bit `(tag, state)` slots, the states of a keyed limiter
+//!   (its protocol is described in the `table` module).
 //!
 //! # Orderings
 //!
-//! Every access to a state word is `Relaxed`. The argument:
+//! Every access to a state word or a slot is `Relaxed`, and there is one fence: `SeqCst`, between
+//! a slot reservation and the scan that validates it. The argument, first for one word:
 //!
 //! 1. **The word is the whole state.** A decision is a pure function of the word, the time stamp
 //!    and the cost; no other memory is read because of a word's value, and no other memory is
@@ -29,9 +32,32 @@
 //! A weaker ordering than `Relaxed` does not exist, and a stronger one would add fences on ARM for
 //! nothing; x86 makes every read-modify-write a full barrier anyway.
 //!
+//! A slot of the keyed table is a single 128-bit word holding both the key's tag and its state,
+//! so points 1-4 apply to it unchanged: a decision is a compare-and-swap of the whole word, the
+//! tag included. What the table adds is a property across slots: **at most one live slot per
+//! key**. Two threads inserting the same key each reserve a slot (a compare-and-swap), then scan
+//! the other slots of the key's groups for a second reservation. That is the store-buffering
+//! pattern: without more, both scans could miss the other's reservation (each write still in its
+//! core's store buffer, each read served from cache) and both would publish. A `SeqCst` fence after
+//! each reservation and before each scan forbids it: the two fences are ordered in the single
+//! total order of `SeqCst` operations, and the scan that follows the later fence must see the
+//! reservation that preceded the earlier one (or a later value of that slot). So at least one of
+//! the two inserters sees the other, and the tie-breaking rules (lower slot wins; a higher
+//! reservation is killed) leave one live slot. The scan that finds an existing key needs no
+//! fence: it uses a published slot, and if that slot was reused meanwhile its compare-and-swap
+//! fails on the tag. The fence costs a few dozen cycles on the insert path only.
+//!
+//! The statistics counters are `Relaxed` read-modify-writes: they count, they publish nothing.
+//!
 //! The loom models in `loom-tests/` check these claims under every interleaving loom can reach:
-//! exact admission counts from racing threads and no lost update.
+//! exact admission counts from racing threads, no lost update, one slot per key under racing
+//! inserts, and no decision about one key landing on another's state while a slot is reused.
+//! Loom has no 128-bit atomic; `sync.rs` gives it one made of a loom `AtomicU64` holding a handle
+//! to an interned value, so the same orderings and the same fence are what loom checks.
 
 mod cell;
+mod table;
 
 pub(crate) use cell::StateCell;
+pub use table::{CapacityError, KeyedStats, Overflow};
+pub(crate) use table::{Overflowed, Table};

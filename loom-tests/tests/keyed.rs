@@ -1,0 +1,179 @@
+//! Loom models of the keyed slot table, through the public API: a one-group table (two slots
+//! under loom), an identity hasher that puts every key in it, and a `ManualClock`.
+//!
+//! The three races of the slot protocol:
+//! - two new keys claiming the one empty slot;
+//! - a decision for key X racing the reuse of X's idle slot by key Y;
+//! - two threads inserting the same new key;
+//! - two threads inserting the same new key into *different* slots, because they read the clock
+//!   on either side of a tick (the race the fence after a reservation exists for).
+//!
+//! Each asserts the exact outcome every interleaving must produce: one slot per key, every
+//! decision counted in it, and no decision about one key touching another's state.
+#![cfg(tollgate_loom)]
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::thread;
+use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
+
+/// Hashes a `u64` key to itself, so a model chooses where keys go.
+#[derive(Clone, Copy, Default)]
+struct Identity;
+
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl BuildHasher for Identity {
+    type Hasher = IdentityHasher;
+    fn build_hasher(&self) -> IdentityHasher {
+        IdentityHasher(0)
+    }
+}
+
+type Limiter = KeyedRateLimiter<u64, Gcra, ManualClock, Identity>;
+
+/// A table of `capacity` keys for `quota`: capacity 1 is one group of two slots, capacity 3 two
+/// groups of two (every key with a hash below 2^31 probes group 0, then group 1).
+fn sized(quota: Quota, capacity: usize) -> Arc<Limiter> {
+    let limiter = KeyedRateLimiter::builder(Gcra::from(quota))
+        .capacity(capacity)
+        .threads(1)
+        .overflow(Overflow::Deny)
+        .clock(ManualClock::new())
+        .hasher(Identity)
+        .build::<u64>()
+        .unwrap();
+    Arc::new(limiter)
+}
+
+/// A one-group table (capacity 1: two slots) for `quota`.
+fn table(quota: Quota) -> Arc<Limiter> {
+    let limiter = sized(quota, 1);
+    assert_eq!(limiter.stats().slots, 2, "one group of two slots");
+    limiter
+}
+
+fn spawn_check(limiter: &Arc<Limiter>, key: u64) -> thread::JoinHandle<bool> {
+    let limiter = Arc::clone(limiter);
+    thread::spawn(move || limiter.check_key(&key).is_ok())
+}
+
+const C: u64 = 10;
+const A: u64 = 20;
+const B: u64 = 30;
+
+#[test]
+fn two_new_keys_race_for_the_last_empty_slot() {
+    loom::model(|| {
+        // One per hour: every admitted key stays live for the whole model.
+        let limiter = table(Quota::per_hour(1).unwrap());
+        limiter.check_key(&C).unwrap();
+        let (a, b) = (spawn_check(&limiter, A), spawn_check(&limiter, B));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        // Exactly one gets the slot; the other overflows and is denied (and not recorded).
+        assert!(a ^ b, "a {a}, b {b}");
+        let (winner, loser) = if a { (A, B) } else { (B, A) };
+        assert_eq!(limiter.peek_key(&winner).remaining(), 0);
+        assert_eq!(limiter.peek_key(&loser).remaining(), 1);
+        assert_eq!(limiter.peek_key(&C).remaining(), 0);
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.overflows, stats.reuses), (2, 1, 0));
+    });
+}
+
+#[test]
+fn decision_races_the_reuse_of_its_idle_slot() {
+    loom::model(|| {
+        // X: 1 per second. C: 1 per hour (a premium tier in the same table), so C stays live.
+        let limiter = table(Quota::per_second(1).unwrap());
+        let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+        const X: u64 = A;
+        const Y: u64 = B;
+        limiter.check_key_with(&C, &hourly, 1).unwrap();
+        limiter.check_key(&X).unwrap();
+        // One second later X is idle (its schedule is paid off), C is not; the table is full.
+        limiter.clock().advance(Duration::from_secs(1));
+        let (x, y) = (spawn_check(&limiter, X), spawn_check(&limiter, Y));
+        let (x, y) = (x.join().unwrap(), y.join().unwrap());
+        // Either X decided on its own slot first (admitted; then Y finds no room), or Y took
+        // X's idle slot first (admitted; then X, forgotten, finds no room). Never both, never
+        // neither, and neither decision lands on the other key's state.
+        assert!(x ^ y, "x {x}, y {y}");
+        let (admitted, refused) = if x { (X, Y) } else { (Y, X) };
+        assert_eq!(limiter.peek_key(&admitted).remaining(), 0);
+        assert_eq!(limiter.peek_key(&refused).remaining(), 1, "a fresh state");
+        assert_eq!(limiter.peek_key(&C).remaining(), 0, "C untouched");
+        let stats = limiter.stats();
+        assert_eq!(stats.reuses, y as u64);
+        assert_eq!((stats.occupied, stats.overflows), (2, 1));
+    });
+}
+
+#[test]
+fn two_threads_insert_the_same_new_key() {
+    loom::model(|| {
+        // Burst 2: both requests fit, and both must be counted in one state.
+        let limiter = table(Quota::per_hour(2).unwrap());
+        let (a, b) = (spawn_check(&limiter, A), spawn_check(&limiter, A));
+        assert!(a.join().unwrap() && b.join().unwrap());
+        assert_eq!(
+            limiter.peek_key(&A).remaining(),
+            0,
+            "both decisions in one state"
+        );
+        let stats = limiter.stats();
+        assert_eq!(
+            (stats.occupied, stats.overflows),
+            (1, 0),
+            "one slot for the key"
+        );
+        assert!(limiter.check_key(&A).is_err());
+    });
+}
+
+#[test]
+fn inserts_of_one_key_into_different_slots() {
+    loom::model(|| {
+        // Two groups of two slots. Z sits in group 0 and is live until 1 s.
+        let limiter = sized(Quota::per_second(1).unwrap(), 3);
+        assert_eq!(limiter.stats().slots, 4, "two groups of two slots");
+        limiter.check_key(&C).unwrap();
+        // The clock ticks to 1 s while two threads insert key A. A thread that reads 0 s sees
+        // Z live in group 0 and picks the emptier group 1; one that reads 1 s sees Z idle, finds
+        // the groups equally loaded and picks group 0's empty slot. Each reserves its own slot,
+        // and only the fence-and-rescan keeps them from both publishing.
+        let tick = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.clock().set(Duration::from_secs(1)))
+        };
+        // A is limited to 1 per hour (a tier in the same table), so one admission is all there
+        // can be, whichever time each thread read.
+        let spawn_hourly = || {
+            let limiter = Arc::clone(&limiter);
+            let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+            thread::spawn(move || limiter.check_key_with(&A, &hourly, 1).is_ok())
+        };
+        let (a, b) = (spawn_hourly(), spawn_hourly());
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        tick.join().unwrap();
+        // Exactly one of the two is admitted, in one slot.
+        assert!(a ^ b, "a {a}, b {b}");
+        assert_eq!(limiter.stats().occupied, 2, "Z and one slot for A");
+    });
+}

@@ -1,0 +1,625 @@
+//! Keyed limiters: one state per client, IP address or API key, in a table of fixed size.
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use core::marker::PhantomData;
+
+use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
+use crate::clock::{Clock, Nanos, TscClock};
+use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
+use crate::quota::{Quota, QuotaError};
+use crate::store::{CapacityError, KeyedStats, Overflow, Overflowed, Table};
+
+/// The default hasher: ahash, seeded at random for each limiter, so that nobody can aim keys at
+/// one probe group.
+pub type DefaultKeyHasher = ahash::RandomState;
+
+/// A lock-free rate limiter with one state per key, in a table whose size is fixed when it is
+/// built.
+///
+/// Keys are hashed once (ahash, seeded at random per limiter); the 64-bit hash is the key's
+/// identity, and the key itself is never stored, so every key type costs the same 16-byte slot.
+/// Lookups take any borrowed form of the key that hashes like it (`&str` for `String` keys), as
+/// `HashMap` does.
+///
+/// # Memory
+///
+/// The table has one 16-byte slot per 0.8 keys of capacity (rounded up to whole 128-byte probe
+/// groups): **20 bytes per key of capacity**, for any key type, allocated once at construction.
+/// Nothing is allocated afterwards: a slot whose state is back to fresh (an *idle* key) is reused
+/// in place by the next new key that needs room, with no background thread and nothing to call.
+/// A table built for `capacity(n)` holds `n` simultaneously live keys with uniformly random hashes
+/// with fewer than 0.1% of insertions overflowing; when a key's two probe groups are full of live
+/// keys, its [`Overflow`] policy applies.
+///
+/// # Hash collisions
+///
+/// Two keys whose 64-bit hashes are equal share one state. Among `n` live keys the chance that any
+/// two collide is about `n² / 2^65`: one in 37 million for a million keys, one in 370 000 for ten
+/// million. Hashes are seeded at random per limiter, so collisions cannot be aimed, and a
+/// collision only merges two keys' limits (each sees the other's requests), it never frees one.
+///
+/// # Consistency
+///
+/// Each key's decisions are linearizable, exactly as for a [`RateLimiter`](crate::RateLimiter):
+/// one slot per key at any time, updated by compare-and-swap of the whole `(tag, state)` word.
+/// When a key's slot is reused by another key, the key's state was equivalent to fresh at the
+/// reusing thread's clock reading; a request for the key whose own reading is older than that
+/// (a thread preempted between its clock read and its lookup) is then decided as for a fresh key.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Per client IP: 20 per second, bursts of 40, for up to 100 000 clients at once (2 MB).
+/// let per_ip = KeyedRateLimiter::<IpAddr>::gcra(Quota::per_second(20)?.with_burst(40)?, 100_000)?;
+/// let client: IpAddr = "203.0.113.7".parse()?;
+/// assert!(per_ip.check_key(&client).is_ok());
+///
+/// // Per API key, looked up by `&str`.
+/// let per_api_key = KeyedRateLimiter::<String>::gcra(Quota::per_minute(600)?, 10_000)?;
+/// let decision = per_api_key.decide_key("key-123", 1)?;
+/// assert_eq!(decision.remaining(), 599);
+/// # Ok(())
+/// # }
+/// ```
+pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHasher> {
+    table: Table,
+    algorithm: A,
+    clock: C,
+    hasher: S,
+    overflow: Overflow,
+    key: PhantomData<fn(&K)>,
+}
+
+/// Configures a [`KeyedRateLimiter`]: capacity, overflow policy, clock and hasher.
+///
+/// ```
+/// use tollgate::{KeyedRateLimiter, ManualClock, Overflow, Quota, SlidingWindow};
+///
+/// let limiter = KeyedRateLimiter::builder(SlidingWindow::new(&Quota::per_minute(100).unwrap()).unwrap())
+///     .capacity(50_000)
+///     .overflow(Overflow::Deny)
+///     .clock(ManualClock::new())
+///     .build::<u64>()
+///     .unwrap();
+/// assert_eq!(limiter.stats().capacity, 50_000);
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct KeyedBuilder<A, C = TscClock, S = DefaultKeyHasher> {
+    algorithm: A,
+    clock: C,
+    hasher: S,
+    capacity: usize,
+    overflow: Overflow,
+    parallelism: Option<usize>,
+}
+
+impl<A: Algorithm> KeyedBuilder<A> {
+    fn new(algorithm: A) -> KeyedBuilder<A> {
+        KeyedBuilder {
+            algorithm,
+            clock: TscClock::new(),
+            hasher: DefaultKeyHasher::new(),
+            capacity: KeyedBuilder::<A>::DEFAULT_CAPACITY,
+            overflow: Overflow::default(),
+            parallelism: None,
+        }
+    }
+}
+
+impl<A, C, S> KeyedBuilder<A, C, S> {
+    /// The capacity of a builder that is not given one: 10 000 keys (200 kB).
+    pub const DEFAULT_CAPACITY: usize = 10_000;
+
+    /// The number of simultaneously live keys the table is sized for.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .capacity(1_000_000)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// assert!(l.memory() < 21_000_000);
+    /// ```
+    pub fn capacity(mut self, keys: usize) -> Self {
+        self.capacity = keys;
+        self
+    }
+
+    /// What to do when a new key finds no room (default [`Overflow::Deny`]).
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
+    /// let b = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .overflow(Overflow::Allow);
+    /// # let _ = b;
+    /// ```
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.overflow = policy;
+        self
+    }
+
+    /// The clock (default [`TscClock`]).
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .clock(&clock)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = l;
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<A, C2, S> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock,
+            hasher: self.hasher,
+            capacity: self.capacity,
+            overflow: self.overflow,
+            parallelism: self.parallelism,
+        }
+    }
+
+    /// The hasher (default: ahash seeded at random). A fixed hasher makes slot placement
+    /// reproducible, for tests; never use a predictable one where clients choose their keys.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let seeded = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .hasher(seeded)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = l;
+    /// ```
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<A, C, S2> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock: self.clock,
+            hasher,
+            capacity: self.capacity,
+            overflow: self.overflow,
+            parallelism: self.parallelism,
+        }
+    }
+
+    /// How many threads will use the limiter (default: the machine's parallelism): the table's
+    /// counters are split into about four shards per thread.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .threads(1)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = l;
+    /// ```
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.parallelism = Some(threads);
+        self
+    }
+
+    /// Builds the limiter for keys of type `K`, allocating its whole table.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] for a capacity of 0 or one whose table cannot be allocated.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap())).build::<str>();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn build<K: ?Sized>(self) -> Result<KeyedRateLimiter<K, A, C, S>, CapacityError> {
+        let parallelism = self
+            .parallelism
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(KeyedRateLimiter {
+            table: Table::new(self.capacity, parallelism)?,
+            algorithm: self.algorithm,
+            clock: self.clock,
+            hasher: self.hasher,
+            overflow: self.overflow,
+            key: PhantomData,
+        })
+    }
+}
+
+/// Either a capacity or a quota error, from the shorthand constructors.
+///
+/// ```
+/// use tollgate::{KeyedError, KeyedRateLimiter, Quota};
+/// let err = KeyedRateLimiter::<u64, _>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
+/// assert!(matches!(err, KeyedError::Quota(_)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// The quota does not fit the algorithm.
+    Quota(QuotaError),
+    /// The capacity cannot be allocated.
+    Capacity(CapacityError),
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyedError::Quota(err) => err.fmt(f),
+            KeyedError::Capacity(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for KeyedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KeyedError::Quota(err) => Some(err),
+            KeyedError::Capacity(err) => Some(err),
+        }
+    }
+}
+
+impl From<QuotaError> for KeyedError {
+    fn from(err: QuotaError) -> KeyedError {
+        KeyedError::Quota(err)
+    }
+}
+
+impl From<CapacityError> for KeyedError {
+    fn from(err: CapacityError) -> KeyedError {
+        KeyedError::Capacity(err)
+    }
+}
+
+impl<K: ?Sized> KeyedRateLimiter<K> {
+    /// A GCRA limiter per key for `quota`, sized for `capacity` live keys, with the defaults
+    /// (random ahash, [`TscClock`], [`Overflow::Deny`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] for a capacity of 0 or one whose table cannot be allocated.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 1_000).unwrap();
+    /// assert!(l.check_key(&1).is_ok());
+    /// ```
+    pub fn gcra(quota: Quota, capacity: usize) -> Result<KeyedRateLimiter<K>, CapacityError> {
+        KeyedRateLimiter::builder(Gcra::new(&quota))
+            .capacity(capacity)
+            .build()
+    }
+}
+
+impl<K: ?Sized> KeyedRateLimiter<K, SlidingWindow> {
+    /// A sliding-window counter per key; see [`KeyedRateLimiter::gcra`].
+    ///
+    /// # Errors
+    ///
+    /// The quota does not fit the sliding window's word, or the capacity cannot be allocated.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<str, _>::sliding_window(Quota::per_minute(60).unwrap(), 1_000).unwrap();
+    /// assert!(l.check_key_n("tenant-a", 60).is_ok());
+    /// assert!(l.check_key("tenant-a").is_err());
+    /// ```
+    pub fn sliding_window(
+        quota: Quota,
+        capacity: usize,
+    ) -> Result<KeyedRateLimiter<K, SlidingWindow>, KeyedError> {
+        Ok(KeyedRateLimiter::builder(SlidingWindow::new(&quota)?)
+            .capacity(capacity)
+            .build()?)
+    }
+}
+
+impl<K: ?Sized> KeyedRateLimiter<K, FixedWindow> {
+    /// A fixed-window counter per key; see [`KeyedRateLimiter::gcra`].
+    ///
+    /// # Errors
+    ///
+    /// The quota does not fit the fixed window's word, or the capacity cannot be allocated.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u32, _>::fixed_window(Quota::per_second(2).unwrap(), 100).unwrap();
+    /// assert!(l.check_key_n(&9, 2).is_ok());
+    /// ```
+    pub fn fixed_window(
+        quota: Quota,
+        capacity: usize,
+    ) -> Result<KeyedRateLimiter<K, FixedWindow>, KeyedError> {
+        Ok(KeyedRateLimiter::builder(FixedWindow::new(&quota)?)
+            .capacity(capacity)
+            .build()?)
+    }
+}
+
+impl KeyedRateLimiter<()> {
+    /// Starts configuring a keyed limiter running `algorithm`.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(3).unwrap()))
+    ///     .capacity(10)
+    ///     .build::<&'static str>()
+    ///     .unwrap();
+    /// assert!(l.check_key(&"a").is_ok());
+    /// ```
+    pub fn builder<A: Algorithm>(algorithm: A) -> KeyedBuilder<A> {
+        KeyedBuilder::new(algorithm)
+    }
+}
+
+impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
+    /// Admits one request for `key`, or says how long to wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied`] if the key is over its limit, or if it is new and found no room under
+    /// [`Overflow::Deny`] (or nothing could be evicted).
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    /// assert!(l.check_key(&42).is_ok());
+    /// assert!(l.check_key(&42).is_err());
+    /// assert!(l.check_key(&43).is_ok()); // every key has its own quota
+    /// ```
+    #[inline]
+    pub fn check_key<Q>(&self, key: &Q) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.apply(&self.algorithm, self.hasher.hash_one(key), 1)
+    }
+
+    /// Admits a request of `cost` units for `key`, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::Denied`] as for [`check_key`](Self::check_key);
+    /// [`CheckError::InsufficientCapacity`] if the cost exceeds the capacity and can never fit.
+    ///
+    /// ```
+    /// use tollgate::{CheckError, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<String>::gcra(Quota::per_second(100).unwrap(), 100).unwrap();
+    /// assert!(l.check_key_n("upload", 80).is_ok());
+    /// assert!(matches!(l.check_key_n("upload", 80), Err(CheckError::Denied(_))));
+    /// assert!(matches!(l.check_key_n("upload", 101), Err(CheckError::InsufficientCapacity(_))));
+    /// ```
+    #[inline]
+    pub fn check_key_n<Q>(&self, key: &Q, cost: u64) -> Result<(), CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let capacity = self.algorithm.capacity();
+        if cost > capacity {
+            return Err(InsufficientCapacity::new(cost, capacity).into());
+        }
+        Ok(self.apply(&self.algorithm, self.hasher.hash_one(key), cost)?)
+    }
+
+    /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
+    /// pure peek, which never inserts the key.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] if the cost exceeds the capacity and can never fit.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+    /// let d = l.decide_key(&5, 3).unwrap();
+    /// assert!(d.is_allowed());
+    /// assert_eq!(d.remaining(), 7);
+    /// ```
+    pub fn decide_key<Q>(&self, key: &Q, cost: u64) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.decide_with(&self.algorithm, self.hasher.hash_one(key), cost)
+    }
+
+    /// The key's state as it stands, without changing it (and without inserting the key): the
+    /// [`Decision`] for a cost of 0.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+    /// assert_eq!(l.peek_key(&1).remaining(), 10);
+    /// l.check_key_n(&1, 4).unwrap();
+    /// assert_eq!(l.peek_key(&1).remaining(), 6);
+    /// assert_eq!(l.stats().occupied, 1);
+    /// ```
+    pub fn peek_key<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let state = self.table.state(self.hasher.hash_one(key));
+        self.algorithm.decide(state, self.clock.now(), 0).0
+    }
+
+    /// The table's counters: capacity, slots, occupied slots, reuses, evictions, overflows.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+    /// assert_eq!(l.stats().occupied, 0);
+    /// ```
+    pub fn stats(&self) -> KeyedStats {
+        self.table.stats_snapshot()
+    }
+
+    /// Bytes of memory the limiter holds (the table and its headers); fixed at construction.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<String>::gcra(Quota::per_second(10).unwrap(), 1_000_000).unwrap();
+    /// assert!(l.memory() <= 24 * 1_000_000);
+    /// ```
+    pub fn memory(&self) -> usize {
+        self.table.memory() + core::mem::size_of::<Self>() - core::mem::size_of::<Table>()
+    }
+
+    /// The overflow policy.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Overflow, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+    /// assert_eq!(l.overflow(), Overflow::Deny);
+    /// ```
+    pub fn overflow(&self) -> Overflow {
+        self.overflow
+    }
+
+    /// The algorithm every key runs (unless overridden per call, see
+    /// [`check_key_with`](KeyedRateLimiter::check_key_with)).
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+    /// assert_eq!(l.algorithm().capacity(), 10);
+    /// ```
+    pub fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    /// The clock.
+    ///
+    /// ```
+    /// use tollgate::{Clock, Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .clock(ManualClock::new())
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// assert_eq!(l.clock().now().as_nanos(), 0);
+    /// ```
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
+    #[inline]
+    fn apply<B: Algorithm>(&self, algorithm: &B, hash: u64, cost: u64) -> Result<(), Denied> {
+        let now = self.clock.now();
+        let step = |state| match algorithm.transition(state, now, cost) {
+            Transition::Allow { state } => (Ok(()), state),
+            Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), state),
+        };
+        match self.table.update(hash, algorithm, now, self.overflow, step) {
+            Ok(outcome) => outcome,
+            Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
+            Err(Overflowed { retry_after, .. }) => Err(Denied::new(retry_after)),
+        }
+    }
+
+    fn decide_with<B: Algorithm>(
+        &self,
+        algorithm: &B,
+        hash: u64,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity> {
+        let capacity = algorithm.capacity();
+        if cost > capacity {
+            return Err(InsufficientCapacity::new(cost, capacity));
+        }
+        let now = self.clock.now();
+        let step = |state| algorithm.decide(state, now, cost);
+        Ok(
+            match self.table.update(hash, algorithm, now, self.overflow, step) {
+                Ok(decision) => decision,
+                Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
+                Err(Overflowed { retry_after, .. }) => {
+                    Decision::new(false, 0, retry_after, Nanos::ZERO, capacity)
+                }
+            },
+        )
+    }
+}
+
+/// Tiers: a per-call quota for keys of a GCRA table. GCRA's state (the theoretical arrival time)
+/// means the same under any quota, so one table can hold free and premium keys side by side, each
+/// decided with its own quota, and an idle key is idle under every quota.
+impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
+    /// Admits a request of `cost` for `key` under `quota` instead of the limiter's own.
+    ///
+    /// Use one quota per key consistently: switching a key between quotas is well defined (its
+    /// schedule is judged by the new quota's interval and burst from then on) but is not the
+    /// same as a key that always had the new quota.
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_key_n`](KeyedRateLimiter::check_key_n), against `quota`'s burst.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    ///
+    /// let free = Quota::per_minute(10).unwrap();
+    /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap());
+    /// let limiter = KeyedRateLimiter::<str>::gcra(free, 10_000).unwrap();
+    ///
+    /// assert!(limiter.check_key_n("free-user", 10).is_ok());
+    /// assert!(limiter.check_key("free-user").is_err());
+    /// assert!(limiter.check_key_with("paying-user", &premium, 500).is_ok());
+    /// ```
+    #[inline]
+    pub fn check_key_with<Q>(&self, key: &Q, quota: &Gcra, cost: u64) -> Result<(), CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let capacity = quota.capacity();
+        if cost > capacity {
+            return Err(InsufficientCapacity::new(cost, capacity).into());
+        }
+        Ok(self.apply(quota, self.hasher.hash_one(key), cost)?)
+    }
+
+    /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] if the cost exceeds `quota`'s burst.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(1).unwrap(), 100).unwrap();
+    /// let gold = Gcra::from(Quota::per_second(100).unwrap());
+    /// assert_eq!(limiter.decide_key_with(&7, &gold, 10).unwrap().remaining(), 90);
+    /// ```
+    pub fn decide_key_with<Q>(
+        &self,
+        key: &Q,
+        quota: &Gcra,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.decide_with(quota, self.hasher.hash_one(key), cost)
+    }
+}
+
+impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> fmt::Debug
+    for KeyedRateLimiter<K, A, C, S>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedRateLimiter")
+            .field("algorithm", &self.algorithm)
+            .field("overflow", &self.overflow)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}

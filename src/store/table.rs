@@ -1,0 +1,725 @@
+//! The keyed store: a fixed-size, lock-free table of `(tag, state)` slots.
+//!
+//! # Layout
+//!
+//! ```text
+//! shards (power of two, picked by the hash's high bits), each a cache-padded stats header
+//! └─ groups (any number per shard; two per key, picked by the hash's low and mixed bits)
+//!    └─ 8 slots × 16 bytes = one 128-byte-aligned pair of cache lines
+//!       slot: ┌───────────────────── state (64) ─────────────────────┬────── tag (64) ──────┐
+//!             │ the algorithm's packed word, or RESERVED = u64::MAX   │ the key's hash; 0 = empty │
+//!             └───────────────────────────────────────────────────────┴──────────────────────┘
+//! ```
+//!
+//! A key is hashed once; its 64-bit hash is its identity (the key itself is never stored), its
+//! tag (a hash of 0 is stored as 1), and its address: a shard, and two probe groups in that shard.
+//! The key lives in one of the 16 slots of its two groups. A slot is read and written only as a
+//! whole 128-bit word (`cmpxchg16b` on x86-64), so tag and state always change together.
+//!
+//! # Protocol
+//!
+//! - **Decide** (the key is present): load the slot, compute the transition from its state,
+//!   compare-and-swap the whole word `(tag, old) → (tag, new)`. The compare includes the tag, so a
+//!   decision about key A can never land on a slot that has meanwhile been given to key B, and an
+//!   `A → B → A` reuse that restores the very same word is harmless: the decision was computed from
+//!   exactly that word. A denial writes nothing.
+//! - **Insert** (the key is absent): decide on the fresh state (the all-zero word); if that writes
+//!   nothing (a peek), insert nothing. Otherwise claim a slot in the less loaded of the two groups
+//!   (an empty slot first, else an *idle* one: a state equivalent to fresh, whose key loses
+//!   nothing by being forgotten) by compare-and-swap to `(tag, RESERVED)`, issue a `SeqCst`
+//!   fence, and re-scan both groups for the same tag:
+//!   - the key is live elsewhere: release the claim and decide there;
+//!   - another reservation for the key at a **lower** slot: release ours and retry (the other
+//!     inserter wins), unless it has stalled for a while, in which case kill it;
+//!   - another reservation at a **higher** slot: kill it (compare-and-swap it to empty);
+//!
+//!   then publish: `(tag, RESERVED) → (tag, new)`. If that fails, our reservation was killed:
+//!   retry from the start. Nobody ever decides on a reserved slot, so killing one loses nothing.
+//! - **Overflow**: neither group has an empty or idle slot. The limiter's policy applies: deny,
+//!   allow without recording, or evict the least-constrained entry (one that still has capacity,
+//!   closest to its reset), never one that is being limited.
+//!
+//! **At most one live slot per key.** Two inserters of the same key each write their reservation,
+//! fence, and then read the other's slot. With both fences `SeqCst`, at least one of them reads the
+//! other's reservation (or what replaced it): store buffering is ruled out. Whoever sees the other
+//! applies the rules above: the lower reservation wins, and the only way a second live slot could
+//! appear is by a publisher that saw no conflict, which the fence argument excludes. The loom
+//! models in `loom-tests/tests/keyed.rs` check this with two racing inserters, a claim of the last
+//! free slot by two keys, and a decision racing the reuse of its own idle slot.
+//!
+//! The orderings are argued in [the module docs](super).
+
+use core::fmt;
+
+use crossbeam_utils::CachePadded;
+
+use crate::algorithm::Algorithm;
+use crate::clock::Nanos;
+use crate::sync::{backoff, fence, AtomicU128, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+
+/// Slots per probe group: 8 × 16 bytes, one 128-byte-aligned pair of cache lines (the adjacent
+/// lines that x86's spatial prefetcher fetches together). Loom models use 2, to keep tiny tables
+/// full and the state space small.
+#[cfg(not(tollgate_loom))]
+pub(crate) const GROUP: usize = 8;
+#[cfg(tollgate_loom)]
+pub(crate) const GROUP: usize = 2;
+
+/// How full the table is, at its configured capacity: `capacity / slots`.
+///
+/// With two 8-slot groups per key and insertion into the less loaded one, filling a table to this
+/// load overflows on about 0.02% of insertions (the `capacity_holds_its_keys` test measures it).
+const LOAD_NUM: usize = 4;
+const LOAD_DEN: usize = 5;
+
+/// Groups per shard, at least, before a table is split into more shards.
+const MIN_GROUPS_PER_SHARD: usize = 16;
+
+/// The state word of a slot being claimed; never an algorithm's state (see [`Algorithm`]).
+const RESERVED: u64 = u64::MAX;
+
+/// How many times an inserter gives way to another inserter of the same key before it treats
+/// that one as stalled and kills its reservation (which keeps inserts lock-free).
+#[cfg(not(tollgate_loom))]
+const PATIENCE: u32 = 64;
+#[cfg(tollgate_loom)]
+const PATIENCE: u32 = 1;
+
+#[inline]
+const fn pack(tag: u64, state: u64) -> u128 {
+    ((state as u128) << 64) | tag as u128
+}
+
+#[inline]
+const fn tag_of(word: u128) -> u64 {
+    word as u64
+}
+
+#[inline]
+const fn state_of(word: u128) -> u64 {
+    (word >> 64) as u64
+}
+
+/// A probe group: two cache lines, aligned so that they form one adjacent pair.
+#[cfg_attr(not(tollgate_loom), repr(align(128)))]
+struct Group {
+    slots: [AtomicU128; GROUP],
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            slots: std::array::from_fn(|_| AtomicU128::new(0)),
+        }
+    }
+}
+
+/// Per-shard counters: written only on the insert path, relaxed (they count; they publish
+/// nothing).
+#[derive(Default)]
+struct ShardStats {
+    /// Non-empty slots (incremented on a claim of an empty slot, decremented on a release or
+    /// kill back to empty); wrapping, since a release may be counted before the claim it undoes.
+    occupied: AtomicU64,
+    reuses: AtomicU64,
+    evictions: AtomicU64,
+    overflows: AtomicU64,
+}
+
+/// Where a key lives: its tag, its shard and its two probe groups.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    tag: u64,
+    shard: usize,
+    groups: [usize; 2],
+}
+
+impl Probe {
+    /// The number of distinct groups (1 when a shard has a single group).
+    #[inline]
+    fn group_count(&self) -> usize {
+        if self.groups[0] == self.groups[1] {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// One load of every slot of a key's groups.
+struct Scan {
+    words: [u128; 2 * GROUP],
+    len: usize,
+}
+
+impl Scan {
+    /// The position (in the scan) of the key's live slot.
+    #[inline]
+    fn find_live(&self, tag: u64) -> Option<usize> {
+        (0..self.len).find(|&i| tag_of(self.words[i]) == tag && state_of(self.words[i]) != RESERVED)
+    }
+
+    #[inline]
+    fn has_reservation(&self, tag: u64) -> bool {
+        self.words[..self.len]
+            .iter()
+            .any(|&w| tag_of(w) == tag && state_of(w) == RESERVED)
+    }
+}
+
+/// What to do when a key's two groups have no empty or idle slot.
+///
+/// Whatever the policy, a key that is being limited right now keeps its state: a flood of new
+/// keys cannot give it its quota back.
+///
+/// ```
+/// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
+///
+/// let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(10).unwrap()))
+///     .capacity(100_000)
+///     .overflow(Overflow::EvictLeastConstrained)
+///     .build::<u64>()
+///     .unwrap();
+/// assert_eq!(limiter.overflow(), Overflow::EvictLeastConstrained);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Overflow {
+    /// Deny the new key's request, with a `retry_after` of the time until a slot of its groups
+    /// frees up. The default: nothing is ever admitted that is not accounted for.
+    #[default]
+    Deny,
+    /// Admit the new key's request as if its state were fresh, without recording it (fail open).
+    /// Keys that overflow are not limited at all while the table is full.
+    Allow,
+    /// Evict the least-constrained entry of the key's groups: among the keys that still have
+    /// capacity (none that is being limited right now), the one closest to its reset. The evicted
+    /// key starts fresh if it returns, so it may get back the part of its quota it had used.
+    /// If every entry is being limited, deny.
+    EvictLeastConstrained,
+}
+
+/// A key's groups were full: the request could not be recorded.
+pub(crate) struct Overflowed<T> {
+    /// The outcome on the fresh state, for [`Overflow::Allow`].
+    pub(crate) fresh: T,
+    /// The time until a slot of the key's groups becomes idle, if nothing changes.
+    pub(crate) retry_after: Nanos,
+}
+
+/// Counters of a keyed limiter's table: how full it is and how often it had to make room.
+///
+/// The counters are updated without synchronisation among themselves: they are exact when no
+/// insert is in progress.
+///
+/// ```
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(5).unwrap(), 1_000).unwrap();
+/// limiter.check_key(&7).unwrap();
+/// let stats = limiter.stats();
+/// assert_eq!((stats.capacity, stats.occupied, stats.overflows), (1_000, 1, 0));
+/// assert!(stats.slots >= 1_250);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct KeyedStats {
+    /// The capacity asked for, in keys.
+    pub capacity: usize,
+    /// Slots allocated (16 bytes each).
+    pub slots: usize,
+    /// Slots holding a key (live, or idle and not yet reused).
+    pub occupied: usize,
+    /// Idle slots handed to a new key.
+    pub reuses: u64,
+    /// Live entries evicted under [`Overflow::EvictLeastConstrained`].
+    pub evictions: u64,
+    /// Requests whose key found no slot (denied, allowed unrecorded, or handled by eviction
+    /// when nothing could be evicted).
+    pub overflows: u64,
+}
+
+/// Why a keyed limiter could not be built.
+///
+/// ```
+/// use tollgate::{CapacityError, KeyedRateLimiter, Quota};
+///
+/// let quota = Quota::per_second(5).unwrap();
+/// assert_eq!(KeyedRateLimiter::<u64>::gcra(quota, 0).unwrap_err(), CapacityError::Zero);
+/// assert!(matches!(
+///     KeyedRateLimiter::<u64>::gcra(quota, usize::MAX),
+///     Err(CapacityError::TooLarge { .. })
+/// ));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CapacityError {
+    /// A capacity of 0 keys.
+    Zero,
+    /// The table for this capacity does not fit in memory (or in the address space).
+    TooLarge {
+        /// The capacity asked for.
+        capacity: usize,
+        /// The bytes its table would need.
+        bytes: u128,
+    },
+}
+
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CapacityError::Zero => f.write_str("a keyed limiter needs a capacity of at least 1 key"),
+            CapacityError::TooLarge { capacity, bytes } => write!(
+                f,
+                "a capacity of {capacity} keys needs {bytes} bytes of table, which cannot be allocated"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CapacityError {}
+
+/// The lock-free slot table.
+pub(crate) struct Table {
+    groups: Box<[Group]>,
+    shards: Box<[CachePadded<ShardStats>]>,
+    groups_per_shard: usize,
+    capacity: usize,
+}
+
+impl Table {
+    /// A table that holds `capacity` live keys with uniformly random hashes, with a power-of-two
+    /// number of shards suited to `parallelism` threads.
+    pub(crate) fn new(capacity: usize, parallelism: usize) -> Result<Table, CapacityError> {
+        if capacity == 0 {
+            return Err(CapacityError::Zero);
+        }
+        let too_large = || CapacityError::TooLarge {
+            capacity,
+            bytes: (capacity as u128 * LOAD_DEN as u128).div_ceil(LOAD_NUM as u128)
+                * core::mem::size_of::<AtomicU128>() as u128,
+        };
+        let slots = capacity
+            .checked_mul(LOAD_DEN)
+            .ok_or_else(too_large)?
+            .div_ceil(LOAD_NUM);
+        let groups = slots.div_ceil(GROUP);
+        // Enough shards to spread the counters over the threads, each with enough groups to make
+        // its two probe groups independent choices.
+        let wanted = parallelism.max(1).saturating_mul(4).next_power_of_two();
+        let room = prev_power_of_two((groups / MIN_GROUPS_PER_SHARD).max(1));
+        let shard_count = wanted.min(room);
+        let groups_per_shard = groups.div_ceil(shard_count);
+        let total = groups_per_shard * shard_count;
+        let mut table: Vec<Group> = Vec::new();
+        table.try_reserve_exact(total).map_err(|_| too_large())?;
+        table.extend((0..total).map(|_| Group::new()));
+        Ok(Table {
+            groups: table.into_boxed_slice(),
+            shards: (0..shard_count).map(|_| CachePadded::default()).collect(),
+            groups_per_shard,
+            capacity,
+        })
+    }
+
+    /// Bytes of memory the table holds.
+    pub(crate) fn memory(&self) -> usize {
+        core::mem::size_of_val(&*self.groups)
+            + core::mem::size_of_val(&*self.shards)
+            + core::mem::size_of::<Table>()
+    }
+
+    #[inline]
+    fn probe(&self, hash: u64) -> Probe {
+        let tag = hash.max(1);
+        let gps = self.groups_per_shard as u64;
+        // Shard from the high bits (a power of two, so this is `hash >> (64 - bits)`).
+        let shard = ((hash as u128 * self.shards.len() as u128) >> 64) as usize;
+        // First group from the low 32 bits, second from a multiplicative remix of all 64: both
+        // independent of the shard bits. "Fast range" maps them onto any number of groups.
+        let first = ((hash & 0xFFFF_FFFF) * gps) >> 32;
+        let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        let mut second = (mixed * gps) >> 32;
+        if second == first {
+            second = (first + 1) % gps;
+        }
+        let base = shard * self.groups_per_shard;
+        Probe {
+            tag,
+            shard,
+            groups: [base + first as usize, base + second as usize],
+        }
+    }
+
+    /// The slot at position `i` of a probe's scan.
+    #[inline]
+    fn slot(&self, probe: &Probe, i: usize) -> &AtomicU128 {
+        &self.groups[probe.groups[i / GROUP]].slots[i % GROUP]
+    }
+
+    /// Loads every slot of the key's groups. All loads are issued before any is used, so the
+    /// (up to four) cache lines are fetched in parallel: about one memory latency in all.
+    #[inline]
+    fn scan(&self, probe: &Probe) -> Scan {
+        let len = probe.group_count() * GROUP;
+        let mut words = [0u128; 2 * GROUP];
+        for (i, word) in words.iter_mut().enumerate().take(len) {
+            *word = self.slot(probe, i).load(Relaxed);
+        }
+        Scan { words, len }
+    }
+
+    #[inline]
+    fn stats(&self, probe: &Probe) -> &ShardStats {
+        &self.shards[probe.shard]
+    }
+
+    /// The state of `hash`'s key, or the fresh word if it has none: for peeks, which never insert.
+    pub(crate) fn state(&self, hash: u64) -> u64 {
+        let probe = self.probe(hash);
+        let scan = self.scan(&probe);
+        scan.find_live(probe.tag)
+            .map_or(0, |i| state_of(scan.words[i]))
+    }
+
+    /// Applies `step` to the state of `hash`'s key, inserting the key if it is absent and `step`
+    /// writes. `step` returns the caller's outcome and the word to store (its argument when nothing
+    /// changes); it may be called several times, always with the current state.
+    ///
+    /// # Errors
+    ///
+    /// [`Overflowed`] when the key is absent, `step` would write, and there is no room (after
+    /// eviction, under that policy).
+    #[inline]
+    pub(crate) fn update<A: Algorithm, T>(
+        &self,
+        hash: u64,
+        algorithm: &A,
+        now: Nanos,
+        policy: Overflow,
+        mut step: impl FnMut(u64) -> (T, u64),
+    ) -> Result<T, Overflowed<T>> {
+        let probe = self.probe(hash);
+        let mut patience = PATIENCE;
+        loop {
+            let scan = self.scan(&probe);
+            if let Some(i) = scan.find_live(probe.tag) {
+                match self.decide(self.slot(&probe, i), scan.words[i], probe.tag, &mut step) {
+                    Some(outcome) => return Ok(outcome),
+                    // The slot went to another key (ours was idle): look again.
+                    None => continue,
+                }
+            }
+            let (outcome, fresh) = step(0);
+            if fresh == 0 {
+                // Nothing to record (a peek): no slot needed.
+                return Ok(outcome);
+            }
+            if scan.has_reservation(probe.tag) && patience > 0 {
+                // Another thread is inserting this key: let it finish, then decide on its slot.
+                patience -= 1;
+                backoff();
+                continue;
+            }
+            let Some(i) = self.choose(&probe, &scan, algorithm, now, policy) else {
+                self.stats(&probe).overflows.fetch_add(1, Relaxed);
+                return Err(Overflowed {
+                    fresh: outcome,
+                    retry_after: self.time_to_room(&scan, algorithm, now),
+                });
+            };
+            match self.insert(
+                &probe,
+                i,
+                scan.words[i],
+                fresh,
+                algorithm,
+                now,
+                &mut patience,
+            ) {
+                Inserted::Done => return Ok(outcome),
+                Inserted::Retry => continue,
+            }
+        }
+    }
+
+    /// The compare-and-swap loop on a live slot of `tag`. `None` if the slot stopped holding the
+    /// key (it was idle and another key took it).
+    #[inline]
+    fn decide<T>(
+        &self,
+        slot: &AtomicU128,
+        mut word: u128,
+        tag: u64,
+        step: &mut impl FnMut(u64) -> (T, u64),
+    ) -> Option<T> {
+        loop {
+            let state = state_of(word);
+            let (outcome, next) = step(state);
+            if next == state {
+                return Some(outcome);
+            }
+            match slot.compare_exchange(word, pack(tag, next), Relaxed, Relaxed) {
+                Ok(_) => return Some(outcome),
+                Err(actual) if tag_of(actual) == tag && state_of(actual) != RESERVED => {
+                    word = actual
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Picks the slot to claim for a new key: the less loaded group's first empty slot, else its
+    /// first idle one; or, under [`Overflow::EvictLeastConstrained`], the least-constrained live
+    /// entry of both groups. `None`: no room.
+    fn choose<A: Algorithm>(
+        &self,
+        probe: &Probe,
+        scan: &Scan,
+        algorithm: &A,
+        now: Nanos,
+        policy: Overflow,
+    ) -> Option<usize> {
+        let mut best: [Option<usize>; 2] = [None; 2];
+        let mut live = [0usize; 2];
+        for g in 0..probe.group_count() {
+            let mut empty = None;
+            let mut idle = None;
+            for i in g * GROUP..(g + 1) * GROUP {
+                let word = scan.words[i];
+                if word == 0 {
+                    empty = empty.or(Some(i));
+                } else if state_of(word) != RESERVED && algorithm.is_idle(state_of(word), now) {
+                    idle = idle.or(Some(i));
+                } else {
+                    live[g] += 1;
+                }
+            }
+            best[g] = empty.or(idle);
+        }
+        let order = if live[1] < live[0] { [1, 0] } else { [0, 1] };
+        if let Some(i) = best[order[0]].or(best[order[1]]) {
+            return Some(i);
+        }
+        if policy != Overflow::EvictLeastConstrained {
+            return None;
+        }
+        // Every slot is live or reserved. Evict the entry closest to fresh among those that
+        // could still admit a request now: never one that is being limited.
+        (0..scan.len)
+            .filter(|&i| state_of(scan.words[i]) != RESERVED)
+            .map(|i| (i, algorithm.decide(state_of(scan.words[i]), now, 0).0))
+            .filter(|(_, peek)| peek.remaining() > 0)
+            .min_by_key(|(_, peek)| peek.reset_after())
+            .map(|(i, _)| i)
+    }
+
+    /// The time until some slot of the scan is idle, if nothing else happens.
+    fn time_to_room<A: Algorithm>(&self, scan: &Scan, algorithm: &A, now: Nanos) -> Nanos {
+        scan.words[..scan.len]
+            .iter()
+            .filter(|&&w| state_of(w) != RESERVED)
+            .map(|&w| Nanos::from_duration(algorithm.decide(state_of(w), now, 0).0.reset_after()))
+            .min()
+            .unwrap_or(Nanos::ZERO)
+    }
+
+    /// Claims the slot at scan position `i` (holding `old`) for a new key, validates the claim
+    /// against concurrent inserters of the same key, and publishes `fresh` in it.
+    #[allow(clippy::too_many_arguments)]
+    fn insert<A: Algorithm>(
+        &self,
+        probe: &Probe,
+        i: usize,
+        old: u128,
+        fresh: u64,
+        algorithm: &A,
+        now: Nanos,
+        patience: &mut u32,
+    ) -> Inserted {
+        let slot = self.slot(probe, i);
+        let reserved = pack(probe.tag, RESERVED);
+        if slot
+            .compare_exchange(old, reserved, Relaxed, Relaxed)
+            .is_err()
+        {
+            return Inserted::Retry;
+        }
+        let stats = self.stats(probe);
+        if old == 0 {
+            stats.occupied.fetch_add(1, Relaxed);
+        } else if algorithm.is_idle(state_of(old), now) {
+            stats.reuses.fetch_add(1, Relaxed);
+        } else {
+            stats.evictions.fetch_add(1, Relaxed);
+        }
+        // Our reservation must be visible before we look for another inserter's, and theirs
+        // before they look for ours: with a SeqCst fence on both sides, at least one of the two
+        // scans sees the other reservation (see the module docs).
+        fence(SeqCst);
+        if !self.validate(probe, i, patience) {
+            self.release(probe, i);
+            backoff();
+            return Inserted::Retry;
+        }
+        match slot.compare_exchange(reserved, pack(probe.tag, fresh), Relaxed, Relaxed) {
+            Ok(_) => Inserted::Done,
+            // Killed by an inserter of the same key at a lower slot, or one that ran out of
+            // patience with us: start again.
+            Err(_) => Inserted::Retry,
+        }
+    }
+
+    /// Whether our reservation at scan position `mine` may be published: no live slot of the key
+    /// elsewhere, and no reservation at a lower position (higher ones are killed here; lower ones
+    /// too once our patience runs out).
+    fn validate(&self, probe: &Probe, mine: usize, patience: &mut u32) -> bool {
+        let len = probe.group_count() * GROUP;
+        let mut i = 0;
+        while i < len {
+            if i == mine {
+                i += 1;
+                continue;
+            }
+            let slot = self.slot(probe, i);
+            let word = slot.load(Relaxed);
+            if tag_of(word) != probe.tag {
+                i += 1;
+                continue;
+            }
+            if state_of(word) != RESERVED {
+                // The key is live elsewhere.
+                return false;
+            }
+            if self.position(probe, i) < self.position(probe, mine) && *patience > 0 {
+                // A lower reservation wins; give it time to publish.
+                *patience -= 1;
+                return false;
+            }
+            if slot.compare_exchange(word, 0, Relaxed, Relaxed).is_ok() {
+                self.stats(probe).occupied.fetch_sub(1, Relaxed);
+                i += 1;
+            }
+            // On failure the slot changed under us: look at it again.
+        }
+        true
+    }
+
+    /// Gives up our reservation at scan position `i` (unless someone already killed it).
+    fn release(&self, probe: &Probe, i: usize) {
+        let reserved = pack(probe.tag, RESERVED);
+        if self
+            .slot(probe, i)
+            .compare_exchange(reserved, 0, Relaxed, Relaxed)
+            .is_ok()
+        {
+            self.stats(probe).occupied.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// A slot's place in the order that breaks ties between inserters: its index in the table.
+    #[inline]
+    fn position(&self, probe: &Probe, i: usize) -> usize {
+        probe.groups[i / GROUP] * GROUP + i % GROUP
+    }
+
+    /// The table's counters, summed over the shards.
+    pub(crate) fn stats_snapshot(&self) -> KeyedStats {
+        let mut stats = KeyedStats {
+            capacity: self.capacity,
+            slots: self.groups.len() * GROUP,
+            ..KeyedStats::default()
+        };
+        let mut occupied = 0u64;
+        for shard in self.shards.iter() {
+            occupied = occupied.wrapping_add(shard.occupied.load(Relaxed));
+            stats.reuses += shard.reuses.load(Relaxed);
+            stats.evictions += shard.evictions.load(Relaxed);
+            stats.overflows += shard.overflows.load(Relaxed);
+        }
+        // Transiently "negative" while a release is counted before its claim.
+        stats.occupied = (occupied as i64).max(0) as usize;
+        stats
+    }
+}
+
+enum Inserted {
+    Done,
+    Retry,
+}
+
+/// The largest power of two not above `n` (for `n >= 1`).
+const fn prev_power_of_two(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_words_round_trip() {
+        for tag in [1, 2, u64::MAX, 0x0123_4567_89AB_CDEF] {
+            for state in [0, 1, RESERVED, 1 << 63] {
+                let w = pack(tag, state);
+                assert_eq!((tag_of(w), state_of(w)), (tag, state));
+            }
+        }
+        // The empty word is the only one with a zero tag.
+        assert_eq!(pack(0, 0), 0);
+    }
+
+    #[test]
+    fn sizes_follow_the_capacity() {
+        let t = Table::new(1_000_000, 16).unwrap();
+        // 1.25 M slots, rounded up to whole groups per shard.
+        let slots = t.groups.len() * GROUP;
+        assert!(
+            (1_250_000..1_250_000 + 64 * GROUP * 64).contains(&slots),
+            "{slots}"
+        );
+        assert_eq!(t.shards.len(), 64);
+        assert!(
+            t.memory() as f64 / 1e6 <= 20.1 + 0.2,
+            "{} bytes",
+            t.memory()
+        );
+        // Tiny tables have one shard and one group.
+        let t = Table::new(1, 16).unwrap();
+        assert_eq!((t.shards.len(), t.groups.len()), (1, 1));
+        assert_eq!(core::mem::align_of::<Group>(), 128);
+        assert_eq!(core::mem::size_of::<Group>(), 128);
+    }
+
+    #[test]
+    fn probes_stay_in_their_shard_and_use_two_groups() {
+        let t = Table::new(100_000, 8).unwrap();
+        let gps = t.groups_per_shard;
+        let mut same = 0;
+        for k in 0..10_000u64 {
+            let h = k.wrapping_mul(0x2545_F491_4F6C_DD1D);
+            let p = t.probe(h);
+            for g in p.groups {
+                assert_eq!(g / gps, p.shard);
+            }
+            same += (p.groups[0] == p.groups[1]) as u32;
+            assert_eq!(
+                p.shard,
+                (h >> (64 - t.shards.len().trailing_zeros())) as usize
+            );
+        }
+        assert_eq!(same, 0);
+    }
+
+    #[test]
+    fn capacity_errors() {
+        assert_eq!(Table::new(0, 1).err(), Some(CapacityError::Zero));
+        assert!(matches!(
+            Table::new(usize::MAX, 1),
+            Err(CapacityError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            Table::new(usize::MAX / 2, 1),
+            Err(CapacityError::TooLarge { .. })
+        ));
+    }
+}
