@@ -48,7 +48,7 @@ impl BuildHasher for Identity {
 
 type Limiter = KeyedRateLimiter<u64, Gcra, ManualClock, Identity>;
 
-/// A table of `capacity` keys for `quota`: capacity 1 is one group of two slots, capacity 3 two
+/// A table of `capacity` keys for `quota`: capacity 1 is one group of two slots, capacity 2 two
 /// groups of two (every key with a hash below 2^31 probes group 0, then group 1).
 fn sized(quota: Quota, capacity: usize) -> Arc<Limiter> {
     let limiter = KeyedRateLimiter::builder(Gcra::from(quota))
@@ -151,7 +151,7 @@ fn two_threads_insert_the_same_new_key() {
 fn inserts_of_one_key_into_different_slots() {
     loom::model(|| {
         // Two groups of two slots. Z sits in group 0 and is live until 1 s.
-        let limiter = sized(Quota::per_second(1).unwrap(), 3);
+        let limiter = sized(Quota::per_second(1).unwrap(), 2);
         assert_eq!(limiter.stats().slots, 4, "two groups of two slots");
         limiter.check_key(&C).unwrap();
         // The clock ticks to 1 s while two threads insert key A. A thread that reads 0 s sees

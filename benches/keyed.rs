@@ -1,0 +1,226 @@
+//! Keyed limiters, side by side in one run: tollgate, governor's keyed limiter (DashMap, default
+//! features) and the hardware floor.
+//!
+//! - `floor/dram`: one dependent random 16-byte read in a table as large as tollgate's for 1M
+//!   keys (pointer chasing, so the latency is exposed): what one cache miss costs here.
+//! - `floor/clock+miss+cas`: one clock read, one random 16-byte read and a compare-and-swap on it:
+//!   the least a keyed check can do.
+//! - `{tollgate,governor}/{1M,100k}/{uniform,zipf}`: `check_key` over pre-populated keys, in a
+//!   pre-generated random order (uniform, or Zipf with exponent 1.0), allow path.
+//! - `threads/...`: distinct keys from 1 and from every core; time per check per thread.
+//!
+//! Compare ratios from one run: `python3 benches/report.py`.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use portable_atomic::AtomicU128;
+use tollgate::{Clock, KeyedRateLimiter, Quota, TscClock};
+
+/// A quota that every key's benchmark traffic stays under: each key is checked about once per
+/// million checks.
+fn quota() -> Quota {
+    Quota::per_second(1_000)
+        .unwrap()
+        .with_burst(1_000_000)
+        .unwrap()
+}
+
+fn governor_quota() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
+        .allow_burst(NonZeroU32::new(1_000_000).unwrap())
+}
+
+/// A small, fast, reproducible generator (SplitMix64).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// `len` keys drawn uniformly from `0..keys`.
+fn uniform(keys: u64, len: usize, seed: u64) -> Vec<u64> {
+    let mut rng = SplitMix(seed);
+    (0..len).map(|_| rng.below(keys)).collect()
+}
+
+/// `len` keys drawn from `0..keys` with Zipf(1.0) popularity (key k has weight 1/(k+1)),
+/// shuffled so popularity does not follow the key order.
+fn zipf(keys: u64, len: usize, seed: u64) -> Vec<u64> {
+    let mut cumulative = Vec::with_capacity(keys as usize);
+    let mut total = 0.0;
+    for k in 0..keys {
+        total += 1.0 / (k + 1) as f64;
+        cumulative.push(total);
+    }
+    let mut rng = SplitMix(seed);
+    let scramble = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys;
+    (0..len)
+        .map(|_| {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
+            scramble(cumulative.partition_point(|&c| c < u) as u64)
+        })
+        .collect()
+}
+
+const SEQUENCE: usize = 1 << 22;
+
+fn keyed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed");
+    g.throughput(Throughput::Elements(1));
+
+    // The floor: DRAM latency, and the least a keyed check can do, over a table the size of
+    // tollgate's for 1M keys.
+    let tollgate_1m = KeyedRateLimiter::<u64>::gcra(quota(), 1_000_000).unwrap();
+    let slots = tollgate_1m.stats().slots.next_power_of_two();
+    let table: Vec<AtomicU128> = {
+        // A random cyclic permutation, for pointer chasing.
+        let mut order: Vec<u64> = (0..slots as u64).collect();
+        let mut rng = SplitMix(1);
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut next = vec![0u64; slots];
+        for w in order.windows(2) {
+            next[w[0] as usize] = w[1];
+        }
+        next[*order.last().unwrap() as usize] = order[0];
+        next.into_iter()
+            .map(|n| AtomicU128::new(n as u128))
+            .collect()
+    };
+    let mut at = 0usize;
+    g.bench_function("floor/dram", |b| {
+        b.iter(|| {
+            at = table[at].load(Ordering::Relaxed) as usize;
+            black_box(at)
+        })
+    });
+    let clock = TscClock::new();
+    let random = uniform(slots as u64, SEQUENCE, 2);
+    let mut i = 0usize;
+    g.bench_function("floor/clock+miss+cas", |b| {
+        b.iter(|| {
+            let now = clock.now().as_nanos() as u128;
+            let slot = &table[random[i] as usize];
+            i = (i + 1) % SEQUENCE;
+            let current = slot.load(Ordering::Relaxed);
+            black_box(slot.compare_exchange(
+                current,
+                current ^ now,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ))
+        })
+    });
+
+    for (label, keys) in [("1M", 1_000_000u64), ("100k", 100_000)] {
+        let tollgate = KeyedRateLimiter::<u64>::gcra(quota(), keys as usize).unwrap();
+        let governor = governor::RateLimiter::keyed(governor_quota());
+        for k in 0..keys {
+            tollgate.check_key(&k).unwrap();
+            governor.check_key(&k).unwrap();
+        }
+        assert_eq!(tollgate.stats().overflows, 0);
+        for (dist, sequence) in [
+            ("uniform", uniform(keys, SEQUENCE, 3)),
+            ("zipf", zipf(keys, SEQUENCE, 4)),
+        ] {
+            let mut i = 0usize;
+            g.bench_function(BenchmarkId::new(format!("tollgate/{label}"), dist), |b| {
+                b.iter(|| {
+                    let key = sequence[i];
+                    i = (i + 1) % SEQUENCE;
+                    black_box(tollgate.check_key(&key))
+                })
+            });
+            let mut i = 0usize;
+            g.bench_function(BenchmarkId::new(format!("governor/{label}"), dist), |b| {
+                b.iter(|| {
+                    let key = sequence[i];
+                    i = (i + 1) % SEQUENCE;
+                    black_box(governor.check_key(&key))
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// Distinct keys from `threads` threads (each its own key range and sequence); returns the time
+/// per check per thread.
+fn distinct_keys(limiter: &KeyedRateLimiter<u64>, sequences: &[Vec<u64>], iters: u64) -> Duration {
+    let barrier = std::sync::Barrier::new(sequences.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sequences
+            .iter()
+            .map(|sequence| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let mut i = 0usize;
+                    for _ in 0..iters {
+                        black_box(limiter.check_key(&sequence[i]).is_ok());
+                        i = (i + 1) % sequence.len();
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap()
+    })
+}
+
+fn threads(c: &mut Criterion) {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let keys = 1_000_000u64;
+    let limiter = KeyedRateLimiter::<u64>::gcra(quota(), keys as usize).unwrap();
+    for k in 0..keys {
+        limiter.check_key(&k).unwrap();
+    }
+    let mut g = c.benchmark_group("threads");
+    for t in [1, cores] {
+        // Thread j checks only keys with k % t == j: distinct keys, no shared state.
+        let sequences: Vec<Vec<u64>> = (0..t as u64)
+            .map(|j| {
+                uniform(keys / t as u64, SEQUENCE / t, 10 + j)
+                    .into_iter()
+                    .map(|k| k * t as u64 + j)
+                    .collect()
+            })
+            .collect();
+        g.throughput(Throughput::Elements(t as u64));
+        g.bench_function(format!("tollgate/1M/{t}t"), |b| {
+            b.iter_custom(|iters| distinct_keys(&limiter, &sequences, iters))
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = keyed, threads
+}
+criterion_main!(benches);

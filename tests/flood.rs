@@ -1,0 +1,119 @@
+//! A flood of new keys: 10 million distinct keys streamed through a table sized for 1 million,
+//! while one hot key is held over its limit. The hot key is never readmitted early, and the
+//! flood allocates nothing: memory does not grow.
+//!
+//! This file is its own test binary because it installs a counting global allocator.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tollgate::{Clock, Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
+
+/// Counts the bytes allocated by threads that asked to be counted.
+struct Counting;
+
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter only observes.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCATED.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` with `layout` (every allocation goes there).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCATED.fetch_add(new_size as u64, Ordering::Relaxed);
+        }
+        // SAFETY: as for `alloc` and `dealloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const CAPACITY: usize = 1_000_000;
+const FLOOD: u64 = 10_000_000;
+/// Simulated time between two flood keys: 1 µs, so that with a one-second quota about a million
+/// flood keys are live at any moment, the table's full capacity.
+const STEP: Duration = Duration::from_micros(1);
+/// The hot key asks again after every 1000 flood keys: every simulated millisecond.
+const HOT_EVERY: u64 = 1_000;
+const HOT: u64 = u64::MAX;
+
+/// Runs the flood under `policy`; returns the times (in ms) at which the hot key was admitted
+/// and the bytes allocated during the flood.
+fn flood(policy: Overflow) -> (Vec<u64>, u64) {
+    let clock = ManualClock::new();
+    // Flood keys: 1 per second, burst 1: each stays live for one simulated second.
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+        .capacity(CAPACITY)
+        .overflow(policy)
+        .clock(&clock)
+        .hasher(ahash::RandomState::with_seeds(7, 11, 13, 17))
+        .build::<u64>()
+        .unwrap();
+    // The hot key: one request per 2.5 s (a premium-style tier in the same table), asked for
+    // every millisecond, so it is denied almost always: always over its limit.
+    let hot = Gcra::from(Quota::new(1, Duration::from_millis(2_500)).unwrap());
+    let mut admitted_at = Vec::with_capacity(16);
+
+    ALLOCATED.store(0, Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
+    for key in 0..FLOOD {
+        if key % HOT_EVERY == 0 && limiter.check_key_with(&HOT, &hot, 1).is_ok() {
+            if admitted_at.len() < admitted_at.capacity() {
+                admitted_at.push(clock.now().as_nanos() / 1_000_000);
+            }
+        }
+        let _ = limiter.check_key(&key);
+        clock.advance(STEP);
+    }
+    COUNTING.with(|c| c.set(false));
+    let allocated = ALLOCATED.load(Ordering::Relaxed);
+
+    let stats = limiter.stats();
+    eprintln!("{policy:?}: {stats:?}");
+    // Every flood key and the hot key's first request took an empty slot, reused an idle one,
+    // evicted an entry, or overflowed: exactly one of the four, single-threaded.
+    assert!(stats.occupied <= stats.slots);
+    assert_eq!(
+        stats.occupied as u64 + stats.reuses + stats.evictions + stats.overflows,
+        FLOOD + 1
+    );
+    (admitted_at, allocated)
+}
+
+/// The hot key is admitted exactly at 0 s, 2.5 s, 5 s, ... 7.5 s... (every 2.5 s of the 10 s
+/// flood, 10 000 ms in all, asked every 1 ms): 0, 2500, 5000, 7500: four times, never early.
+fn check_hot(policy: Overflow) {
+    let (admitted_at, allocated) = flood(policy);
+    assert_eq!(admitted_at, vec![0, 2_500, 5_000, 7_500], "{policy:?}");
+    assert_eq!(
+        allocated, 0,
+        "{policy:?}: the flood allocated {allocated} bytes"
+    );
+}
+
+#[test]
+fn hot_key_survives_a_flood_under_every_policy() {
+    check_hot(Overflow::Deny);
+    check_hot(Overflow::EvictLeastConstrained);
+    check_hot(Overflow::Allow);
+}

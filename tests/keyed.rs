@@ -1,0 +1,379 @@
+//! The keyed limiter's public behaviour: equivalence with one limiter per key, capacity, overflow
+//! policies, tiers, borrowed lookups, and exact counts from many threads.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Barrier;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::reference::{FixedWindowCounter, Model, SlidingWindowCounter, VirtualScheduling};
+use tollgate::{
+    Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Nanos, Overflow, Quota,
+    RateLimiter, SlidingWindow,
+};
+
+fn seeded(seed: u64) -> ahash::RandomState {
+    ahash::RandomState::with_seeds(seed, seed ^ 0x5555, seed.rotate_left(17), 42)
+}
+
+/// Replays `ops` (key, clock step in 1/100 of the period, backwards allowed, cost) through a keyed
+/// limiter and through a map of direct limiters and reference models, one per key, demanding the
+/// same decision, every field, at every step.
+fn equivalent<A, M>(
+    algorithm: A,
+    model: impl Fn() -> M,
+    period: u64,
+    ops: &[(u8, i16, u64)],
+) -> Result<(), TestCaseError>
+where
+    A: Algorithm + Clone,
+    M: Model,
+{
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::builder(algorithm.clone())
+        .capacity(1_000)
+        .clock(&clock)
+        .build::<u8>()
+        .unwrap();
+    let mut direct: HashMap<u8, RateLimiter<A, &ManualClock>> = HashMap::new();
+    let mut models: HashMap<u8, M> = HashMap::new();
+    let unit = (period / 100).max(1);
+    let capacity = algorithm.capacity();
+    for (i, &(key, step, cost)) in ops.iter().enumerate() {
+        let now = clock.now().as_nanos();
+        let next = if step >= 0 {
+            now.saturating_add(step as u64 * unit)
+        } else {
+            now.saturating_sub(step.unsigned_abs() as u64 * unit)
+        };
+        clock.set(Duration::from_nanos(next));
+        let cost = cost % (capacity + 2);
+        let expected = direct
+            .entry(key)
+            .or_insert_with(|| RateLimiter::with_clock(algorithm.clone(), &clock))
+            .decide(cost);
+        let verdict = models
+            .entry(key)
+            .or_insert_with(&model)
+            .decide(Nanos::from_nanos(next), cost);
+        let got = keyed.decide_key(&key, cost);
+        prop_assert_eq!(
+            got,
+            expected,
+            "op {}: key {} cost {} at {}",
+            i,
+            key,
+            cost,
+            next
+        );
+        if let Ok(decision) = got {
+            prop_assert_eq!(
+                (decision.is_allowed(), decision.remaining()),
+                (verdict.allowed, verdict.remaining)
+            );
+        }
+        // Peeks agree too, and never insert.
+        prop_assert_eq!(keyed.peek_key(&key), direct[&key].peek());
+    }
+    // Nothing overflowed and nothing was reused: one slot per key that was ever written.
+    let stats = keyed.stats();
+    prop_assert_eq!((stats.overflows, stats.reuses), (0, 0));
+    Ok(())
+}
+
+fn ops() -> impl Strategy<Value = Vec<(u8, i16, u64)>> {
+    // At most 8 distinct keys: a probe group holds 8, so no key ever needs another's slot and the
+    // keyed limiter must remember every key exactly, even when the clock runs backwards.
+    prop::collection::vec((0u8..8, -50i16..200, any::<u64>()), 1..300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn keyed_gcra_is_a_map_of_limiters(limit in 1u64..50, burst in 1u64..60, ops in ops()) {
+        let quota = Quota::per_second(limit).unwrap().with_burst(burst).unwrap();
+        equivalent(Gcra::from(quota), || VirtualScheduling::new(&quota), 1_000_000_000, &ops)?;
+    }
+
+    #[test]
+    fn keyed_sliding_window_is_a_map_of_limiters(limit in 1u64..50, ops in ops()) {
+        let quota = Quota::per_second(limit).unwrap();
+        equivalent(SlidingWindow::new(&quota).unwrap(), || SlidingWindowCounter::new(&quota), 1_000_000_000, &ops)?;
+    }
+
+    #[test]
+    fn keyed_fixed_window_is_a_map_of_limiters(limit in 1u64..50, ops in ops()) {
+        let quota = Quota::per_second(limit).unwrap();
+        equivalent(FixedWindow::new(&quota).unwrap(), || FixedWindowCounter::new(&quota), 1_000_000_000, &ops)?;
+    }
+
+    /// Many keys, time that only moves forwards: slots of idle keys are reused, and a reused
+    /// key's state is equivalent to fresh, so every decision still equals its reference model's.
+    #[test]
+    fn reuse_under_monotone_time_is_exact(seed in any::<u64>(), ops in prop::collection::vec((0u16..600, 0u16..40, 1u64..4), 1..2_000)) {
+        let quota = Quota::per_second(2).unwrap();
+        let clock = ManualClock::new();
+        // 64 keys of capacity for up to 600 distinct keys: groups fill, idle slots get reused.
+        let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
+            .capacity(64)
+            .overflow(Overflow::Allow)
+            .clock(&clock)
+            .hasher(seeded(seed))
+            .build::<u16>()
+            .unwrap();
+        let mut models: HashMap<u16, VirtualScheduling> = HashMap::new();
+        let mut overflows = 0u64;
+        for &(key, step_ms, cost) in &ops {
+            clock.advance(Duration::from_millis(step_ms as u64));
+            let before = keyed.stats().overflows;
+            let got = keyed.check_key_n(&key, cost).is_ok();
+            if keyed.stats().overflows > before {
+                // Allowed unrecorded: the model does not see it either.
+                overflows += 1;
+                prop_assert!(got);
+                continue;
+            }
+            let want = models.entry(key).or_insert_with(|| VirtualScheduling::new(&quota)).decide(clock.now(), cost).allowed;
+            prop_assert_eq!(got, want);
+        }
+        prop_assert_eq!(keyed.stats().overflows, overflows);
+    }
+}
+
+#[test]
+fn capacity_holds_its_keys() {
+    // n live keys with uniformly random hashes (seeded ahash over distinct integers), at frozen
+    // time with a quota that keeps every key live: fewer than 0.1% of insertions may overflow.
+    for (n, seed) in [
+        (1_000_000usize, 1u64),
+        (100_000, 2),
+        (100_000, 3),
+        (10_000, 4),
+    ] {
+        let clock = ManualClock::new();
+        let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_hour(1).unwrap()))
+            .capacity(n)
+            .clock(&clock)
+            .hasher(seeded(seed))
+            .build::<u64>()
+            .unwrap();
+        let admitted = (0..n as u64)
+            .filter(|k| limiter.check_key(k).is_ok())
+            .count();
+        let stats = limiter.stats();
+        assert_eq!(admitted + stats.overflows as usize, n);
+        assert_eq!(stats.occupied, admitted);
+        assert!(
+            (stats.overflows as usize) * 1_000 < n,
+            "{} of {n} insertions overflowed",
+            stats.overflows
+        );
+        // And memory: at most 24 bytes per key of capacity, whatever the key type.
+        assert!(
+            limiter.memory() <= 24 * n,
+            "{} bytes for {n} keys",
+            limiter.memory()
+        );
+        eprintln!(
+            "capacity {n}: {} overflows ({:.4}%), {:.1} bytes per key",
+            stats.overflows,
+            stats.overflows as f64 * 100.0 / n as f64,
+            limiter.memory() as f64 / n as f64
+        );
+    }
+}
+
+/// A tiny table: one group of 8 slots (capacities 1 to 5 all give one group: 5 / 0.68 < 8).
+fn one_group(policy: Overflow, clock: &ManualClock) -> KeyedRateLimiter<u64, Gcra, &ManualClock> {
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+        .capacity(5)
+        .overflow(policy)
+        .clock(clock)
+        .build::<u64>()
+        .unwrap();
+    assert_eq!(limiter.stats().slots, 8);
+    limiter
+}
+
+#[test]
+fn overflow_deny_reports_when_room_frees_up() {
+    let clock = ManualClock::new();
+    let limiter = one_group(Overflow::Deny, &clock);
+    // Fill the 8 slots at 1 ms intervals: key k is live until 1 s + k ms.
+    for k in 0..8 {
+        limiter.check_key(&k).unwrap();
+        clock.advance(Duration::from_millis(1));
+    }
+    // At 8 ms a ninth key finds no room; the first slot frees at 1 s: 992 ms away.
+    let denied = limiter.check_key(&100).unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_millis(992));
+    let d = limiter.decide_key(&100, 1).unwrap();
+    assert!(!d.is_allowed());
+    assert_eq!(
+        (d.remaining(), d.retry_after()),
+        (0, Duration::from_millis(992))
+    );
+    assert_eq!(limiter.stats().overflows, 2);
+    // A peek of the new key never needs a slot: it reports a fresh state.
+    assert_eq!(limiter.peek_key(&100).remaining(), 1);
+    // At 1 s key 0 is idle; its slot goes to the new key.
+    clock.set(Duration::from_secs(1));
+    assert!(limiter.check_key(&100).is_ok());
+    let stats = limiter.stats();
+    assert_eq!((stats.reuses, stats.occupied), (1, 8));
+    // Key 0 lost nothing: it was idle, and it comes back fresh (and overflows: no room).
+    assert_eq!(limiter.peek_key(&0).remaining(), 1);
+}
+
+#[test]
+fn overflow_allow_admits_unrecorded() {
+    let clock = ManualClock::new();
+    let limiter = one_group(Overflow::Allow, &clock);
+    for k in 0..8 {
+        limiter.check_key(&k).unwrap();
+    }
+    // No room: the ninth key passes every time, unlimited while the table is full.
+    for _ in 0..5 {
+        assert!(limiter.check_key(&100).is_ok());
+    }
+    assert_eq!(limiter.stats().overflows, 5);
+    // The keys in the table keep their limits.
+    assert!(limiter.check_key(&3).is_err());
+}
+
+#[test]
+fn overflow_evicts_the_least_constrained_never_a_limited_key() {
+    let clock = ManualClock::new();
+    // Burst 4 per second (250 ms interval).
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(4).unwrap()))
+        .capacity(5)
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(&clock)
+        .build::<u64>()
+        .unwrap();
+    // Keys 0..8 use 4, 4, ..., 4 (limited), except key 5, which used 1.
+    for k in 0..8 {
+        let cost = if k == 5 { 1 } else { 4 };
+        limiter.check_key_n(&k, cost).unwrap();
+    }
+    // A new key evicts key 5, the only one with capacity left.
+    assert!(limiter.check_key(&100).is_ok());
+    assert_eq!(limiter.stats().evictions, 1);
+    assert_eq!(
+        limiter.peek_key(&5).remaining(),
+        4,
+        "evicted: fresh if it returns"
+    );
+    // Every remaining entry is now limited (remaining 0, or the new key with 3): the next new
+    // key evicts the new key 100 (3 left) rather than any limited one.
+    assert!(limiter.check_key(&200).is_ok());
+    assert_eq!(limiter.stats().evictions, 2);
+    for k in (0..8).filter(|&k| k != 5) {
+        assert!(limiter.check_key(&k).is_err(), "key {k} kept its limit");
+    }
+    // Now key 200 has 3 left and is the only candidate; take its capacity and nothing remains
+    // to evict: a new key is denied.
+    limiter.check_key_n(&200, 3).unwrap();
+    assert!(limiter.check_key(&300).is_err());
+    assert_eq!(limiter.stats().overflows, 1);
+}
+
+#[test]
+fn tiers_share_one_table() {
+    let clock = ManualClock::new();
+    let free = Quota::per_minute(10).unwrap();
+    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
+    let limiter = KeyedRateLimiter::builder(Gcra::from(free))
+        .clock(&clock)
+        .build::<str>()
+        .unwrap();
+    assert!(limiter.check_key_n("free", 10).is_ok());
+    assert!(limiter.check_key("free").is_err());
+    assert!(limiter.check_key_with("premium", &premium, 100).is_ok());
+    assert!(limiter.check_key_with("premium", &premium, 1).is_err());
+    // 60 ms later the premium key (one per 60 ms) has one more; the free key (one per 6 s) not.
+    clock.advance(Duration::from_millis(60));
+    assert!(limiter.check_key_with("premium", &premium, 1).is_ok());
+    assert!(limiter.check_key("free").is_err());
+    let d = limiter.decide_key_with("premium", &premium, 0).unwrap();
+    assert_eq!((d.remaining(), d.limit()), (0, 100));
+    assert!(limiter.check_key_with("x", &premium, 101).is_err());
+}
+
+#[test]
+fn borrowed_lookups_and_key_types() {
+    let strings = KeyedRateLimiter::<String>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    strings.check_key("alice").unwrap();
+    assert!(
+        strings.check_key(&"alice".to_string()).is_err(),
+        "String and &str are one key"
+    );
+    let ips = KeyedRateLimiter::<IpAddr>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    let ip = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    ips.check_key(&ip).unwrap();
+    assert!(ips.check_key(&ip).is_err());
+    assert!(ips
+        .check_key(&IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)))
+        .is_ok());
+    // The table's size does not depend on the key type.
+    let bytes = KeyedRateLimiter::<[u8; 64]>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    assert_eq!(bytes.stats().slots, strings.stats().slots);
+}
+
+#[test]
+fn costs_zero_and_huge() {
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(5).unwrap(), 10).unwrap();
+    assert!(limiter.check_key_n(&1, 0).is_ok());
+    assert_eq!(limiter.stats().occupied, 0, "a cost of 0 never inserts");
+    assert!(limiter.decide_key(&1, 6).is_err());
+    assert!(limiter.check_key_n(&1, u64::MAX).is_err());
+    assert_eq!(limiter.stats().occupied, 0);
+}
+
+#[test]
+fn many_threads_exact_counts_per_key() {
+    // 8 threads, 200 keys, every thread asks for every key 10 times at frozen time: the first
+    // request for each key races to insert it. Each key admits exactly its burst of 7.
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(7).unwrap()))
+        .capacity(1_000)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    let barrier = Barrier::new(8);
+    let per_key: Vec<u32> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let (limiter, barrier) = (&limiter, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut admitted = vec![0u32; 200];
+                    for round in 0..10 {
+                        for i in 0..200u32 {
+                            // Threads walk the keys in different orders.
+                            let key = (i * 7 + t * 31 + round) % 200;
+                            admitted[key as usize] += limiter.check_key(&key).is_ok() as u32;
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut total = vec![0u32; 200];
+        for h in handles {
+            for (t, a) in total.iter_mut().zip(h.join().unwrap()) {
+                *t += a;
+            }
+        }
+        total
+    });
+    assert!(per_key.iter().all(|&n| n == 7), "{per_key:?}");
+    let stats = limiter.stats();
+    assert_eq!(
+        (stats.occupied, stats.overflows),
+        (200, 0),
+        "one slot per key"
+    );
+}
