@@ -97,6 +97,7 @@ pub mod keyed;
 mod limiter;
 pub mod quota;
 pub mod reference;
+pub mod sliding_log;
 mod store;
 mod sync;
 
@@ -106,6 +107,7 @@ pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
 pub use keyed::{DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
+pub use sliding_log::{KeyedSlidingLog, SlidingLog, SlidingLogBuilder};
 pub use store::{CapacityError, KeyedStats, Overflow};
 
 /// The README's examples, compiled and run as doc tests.

@@ -1,0 +1,709 @@
+//! The exact sliding log, per key: for low-frequency limits ("5 logins per 15 minutes", "3 password
+//! resets per day") where an approximation is not good enough and a few timestamps per key are
+//! affordable.
+//!
+//! Each key keeps the times of its admitted requests within the last period, at most `limit`
+//! units of them, run-length encoded (requests admitted at the same nanosecond share an entry).
+//! A request of cost `c` at time `t` is admitted iff the units logged in `(t − P, t]` plus `c`
+//! are at most the limit: exact, with no boundary effects. It is the definition of
+//! [`reference::SlidingLog`](crate::reference::SlidingLog), which the tests replay against,
+//! including its treatment of a clock that goes backwards (a request stamped before the newest
+//! logged one is logged with it).
+//!
+//! Unlike the packed algorithms, a log does not fit in a word: the keyed log is a table of
+//! `Mutex`-guarded shards. That is the right trade for limits of a few per minute or less, where
+//! contention on one shard is rare and the memory per key is `16 × limit` bytes at most.
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use core::marker::PhantomData;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock::{Clock, Nanos, TscClock};
+use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
+use crate::keyed::{DefaultKeyHasher, KeyedBuilder};
+use crate::quota::Quota;
+use crate::store::{CapacityError, KeyedStats, Overflow};
+
+/// The sliding log's parameters: `limit` units per `period`. Build a [`KeyedSlidingLog`] from it
+/// with [`KeyedSlidingLog::builder`].
+///
+/// ```
+/// use tollgate::{Quota, SlidingLog};
+/// let log = SlidingLog::new(&Quota::per_hour(5).unwrap());
+/// assert_eq!(log.limit(), 5);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlidingLog {
+    limit: u64,
+    period: u64,
+}
+
+impl SlidingLog {
+    /// `quota.limit()` per `quota.period()` (the burst is not used: the log allows the whole
+    /// limit at once, as the definition does).
+    ///
+    /// ```
+    /// use tollgate::{Quota, SlidingLog};
+    /// let log = SlidingLog::new(&Quota::per_minute(3).unwrap());
+    /// assert_eq!(log.period(), std::time::Duration::from_secs(60));
+    /// ```
+    pub const fn new(quota: &Quota) -> SlidingLog {
+        SlidingLog {
+            limit: quota.limit(),
+            period: quota.period_nanos(),
+        }
+    }
+
+    /// Units admitted per period.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, SlidingLog};
+    /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).limit(), 2);
+    /// ```
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The period.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, SlidingLog};
+    /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).period().as_secs(), 3600);
+    /// ```
+    pub const fn period(&self) -> core::time::Duration {
+        core::time::Duration::from_nanos(self.period)
+    }
+
+    /// Whether the log holds nothing that still counts at `now` (and at any later time).
+    fn is_idle(&self, log: &Log, now: Nanos) -> bool {
+        log.newest()
+            .map_or(true, |newest| newest + self.period <= now.as_nanos())
+    }
+
+    /// The time a decision on `log` is made at: `now`, or the newest logged stamp if that is
+    /// later (a request stamped before it is logged with it, as in the reference model).
+    fn time(&self, log: &Log, now: Nanos) -> u64 {
+        now.as_nanos().max(log.newest().unwrap_or(0))
+    }
+
+    /// Units still in the window `(t − P, t]`, and the index of the first entry in it.
+    fn used(&self, log: &Log, t: u64) -> (u64, usize) {
+        let mut expired = 0;
+        let mut first = 0;
+        for &(stamp, units) in &log.entries {
+            if stamp + self.period > t {
+                break;
+            }
+            expired += units;
+            first += 1;
+        }
+        (log.units - expired, first)
+    }
+
+    /// Decides a request of `cost` at `now` on `log`, recording it if admitted. Entries are
+    /// dropped only on an admission: then `t` becomes the newest stamp and no later decision on
+    /// this log is made at an earlier time, so what left the window stays out of it.
+    fn decide(&self, log: &mut Log, now: Nanos, cost: u64) -> Decision {
+        let t = self.time(log, now);
+        let (used, first) = self.used(log, t);
+        let reset = |log: &Log| {
+            // Zero once everything has left the window.
+            let end = log.newest().map_or(0, |newest| newest + self.period);
+            Nanos::from_nanos(end.saturating_sub(now.as_nanos()))
+        };
+        if cost == 0 || (cost <= self.limit && used + cost <= self.limit) {
+            if cost > 0 {
+                log.drop_front(first);
+                log.push(t, cost);
+            }
+            return Decision::new(
+                true,
+                self.limit - used - cost,
+                Nanos::ZERO,
+                reset(log),
+                self.limit,
+            );
+        }
+        let retry_after = if cost > self.limit {
+            Nanos::MAX
+        } else {
+            // The oldest units must leave until `used − left + cost ≤ limit`: the request fits
+            // one period after the entry that takes the count low enough.
+            let mut need = used + cost - self.limit;
+            let mut at = t;
+            for &(stamp, units) in log.entries.iter().skip(first) {
+                at = stamp + self.period;
+                if units >= need {
+                    break;
+                }
+                need -= units;
+            }
+            Nanos::from_nanos(at - now.as_nanos())
+        };
+        Decision::new(
+            false,
+            self.limit - used,
+            retry_after,
+            reset(log),
+            self.limit,
+        )
+    }
+}
+
+/// One key's log: admitted units, oldest first, run-length encoded by timestamp.
+#[derive(Debug, Default)]
+struct Log {
+    entries: VecDeque<(u64, u64)>,
+    units: u64,
+}
+
+impl Log {
+    fn newest(&self) -> Option<u64> {
+        self.entries.back().map(|&(stamp, _)| stamp)
+    }
+
+    /// Drops the `n` oldest entries.
+    fn drop_front(&mut self, n: usize) {
+        for (_, units) in self.entries.drain(..n) {
+            self.units -= units;
+        }
+    }
+
+    fn push(&mut self, stamp: u64, units: u64) {
+        match self.entries.back_mut() {
+            Some((last, n)) if *last == stamp => *n += units,
+            _ => self.entries.push_back((stamp, units)),
+        }
+        self.units += units;
+    }
+
+    fn bytes(&self) -> usize {
+        self.entries.capacity() * core::mem::size_of::<(u64, u64)>()
+    }
+}
+
+/// One shard: its logs, and the order in which they were last written (to find idle ones).
+#[derive(Debug, Default)]
+struct Shard {
+    logs: HashMap<u64, Log, BuildIdentity>,
+    /// `(newest stamp when pushed, key)`, oldest first. Entries go stale when their log is written
+    /// again or removed; they are skipped when met, and the queue is rebuilt when stale ones
+    /// dominate, so it stays within twice the number of logs.
+    order: VecDeque<(u64, u64)>,
+    reuses: u64,
+    evictions: u64,
+    overflows: u64,
+}
+
+/// The hash of a key is already a good hash: the shard's map uses it as is.
+#[derive(Clone, Copy, Debug, Default)]
+struct BuildIdentity;
+
+#[derive(Default)]
+struct Identity(u64);
+
+impl core::hash::Hasher for Identity {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl BuildHasher for BuildIdentity {
+    type Hasher = Identity;
+    fn build_hasher(&self) -> Identity {
+        Identity(0)
+    }
+}
+
+impl Shard {
+    /// Makes room for one more log, if the shard is full: drops the least recently written log
+    /// if it is idle, or (under [`Overflow::EvictLeastConstrained`]) the least recently written
+    /// log that is not at its limit. `false`: no room.
+    fn make_room(
+        &mut self,
+        config: &SlidingLog,
+        capacity: usize,
+        now: Nanos,
+        policy: Overflow,
+    ) -> bool {
+        if self.logs.len() < capacity {
+            return true;
+        }
+        let current = |logs: &HashMap<u64, Log, BuildIdentity>, &(stamp, key): &(u64, u64)| {
+            logs.get(&key).and_then(Log::newest) == Some(stamp)
+        };
+        // Stale entries at the front go; the first current one is the least recently written
+        // log. If it is idle, so may be others, but one is all we need.
+        while let Some(front) = self.order.front() {
+            if !current(&self.logs, front) {
+                self.order.pop_front();
+                continue;
+            }
+            let key = front.1;
+            if config.is_idle(&self.logs[&key], now) {
+                self.order.pop_front();
+                self.logs.remove(&key);
+                self.reuses += 1;
+                return true;
+            }
+            break;
+        }
+        if policy != Overflow::EvictLeastConstrained {
+            return false;
+        }
+        // The least recently written log that could still admit a request (one at its limit is
+        // being limited right now and keeps its state). Its queue entry goes stale.
+        let victim = self.order.iter().find(|entry| {
+            current(&self.logs, entry) && {
+                let log = &self.logs[&entry.1];
+                config.used(log, config.time(log, now)).0 < config.limit
+            }
+        });
+        match victim {
+            Some(&(_, key)) => {
+                self.logs.remove(&key);
+                self.evictions += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Notes that `key`'s log was written, with `stamp` its newest entry.
+    fn touched(&mut self, key: u64, stamp: u64) {
+        self.order.push_back((stamp, key));
+        if self.order.len() > 2 * self.logs.len() + 64 {
+            let mut current: Vec<(u64, u64)> = self
+                .logs
+                .iter()
+                .filter_map(|(&k, log)| log.newest().map(|s| (s, k)))
+                .collect();
+            current.sort_unstable();
+            self.order = current.into();
+        }
+    }
+}
+
+/// An exact sliding log per key, for low-frequency limits. See [the module docs](self).
+///
+/// Holds at most `capacity` keys (split evenly over its shards), each with at most `limit` units
+/// logged. A key whose log has emptied is dropped when room is needed; a new key that finds its
+/// shard full of keys that still count gets the [`Overflow`] policy (default: deny).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{KeyedSlidingLog, ManualClock, Quota};
+///
+/// // 3 password resets per day, per account.
+/// let clock = ManualClock::new();
+/// let resets = KeyedSlidingLog::builder(&Quota::new(3, Duration::from_secs(86_400)).unwrap())
+///     .capacity(100_000)
+///     .clock(&clock)
+///     .build::<str>()
+///     .unwrap();
+/// for _ in 0..3 {
+///     resets.check_key("alice@example.com").unwrap();
+/// }
+/// let denied = resets.check_key("alice@example.com").unwrap_err();
+/// assert_eq!(denied.retry_after(), Duration::from_secs(86_400));
+/// assert!(resets.check_key("bob@example.com").is_ok());
+/// ```
+pub struct KeyedSlidingLog<K: ?Sized, C = TscClock, S = DefaultKeyHasher> {
+    config: SlidingLog,
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
+    per_shard: usize,
+    capacity: usize,
+    overflow: Overflow,
+    clock: C,
+    hasher: S,
+    key: PhantomData<fn(&K)>,
+}
+
+impl KeyedSlidingLog<()> {
+    /// Starts configuring a keyed sliding log for `quota` (its limit and period).
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap())
+    ///     .capacity(1_000)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// assert!(log.check_key(&1).is_ok());
+    /// ```
+    pub fn builder(quota: &Quota) -> SlidingLogBuilder {
+        SlidingLogBuilder(KeyedBuilder::new(SlidingLog::new(quota)))
+    }
+}
+
+/// Configures a [`KeyedSlidingLog`]: capacity, overflow policy, clock and hasher, as
+/// [`KeyedBuilder`] does for the packed algorithms.
+///
+/// ```
+/// use tollgate::{KeyedSlidingLog, ManualClock, Overflow, Quota};
+/// let log = KeyedSlidingLog::builder(&Quota::per_minute(3).unwrap())
+///     .capacity(10_000)
+///     .overflow(Overflow::Deny)
+///     .clock(ManualClock::new())
+///     .build::<str>()
+///     .unwrap();
+/// assert_eq!(log.stats().capacity, 10_000);
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct SlidingLogBuilder<C = TscClock, S = DefaultKeyHasher>(KeyedBuilder<SlidingLog, C, S>);
+
+impl<C, S> SlidingLogBuilder<C, S> {
+    /// The number of keys held at most (default 10 000).
+    ///
+    /// ```
+    /// # use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).capacity(5).build::<u64>().unwrap();
+    /// assert_eq!(log.stats().capacity, 5);
+    /// ```
+    pub fn capacity(self, keys: usize) -> Self {
+        SlidingLogBuilder(self.0.capacity(keys))
+    }
+
+    /// What to do when a new key finds its shard full of logs that still count (default
+    /// [`Overflow::Deny`]; [`Overflow::EvictLeastConstrained`] drops the least recently admitted
+    /// log that is not at its limit).
+    ///
+    /// ```
+    /// # use tollgate::{KeyedSlidingLog, Overflow, Quota};
+    /// let b = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).overflow(Overflow::Allow);
+    /// # let _ = b;
+    /// ```
+    pub fn overflow(self, policy: Overflow) -> Self {
+        SlidingLogBuilder(self.0.overflow(policy))
+    }
+
+    /// The clock (default [`TscClock`]).
+    ///
+    /// ```
+    /// # use tollgate::{KeyedSlidingLog, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).clock(&clock).build::<u64>().unwrap();
+    /// # let _ = log;
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> SlidingLogBuilder<C2, S> {
+        SlidingLogBuilder(self.0.clock(clock))
+    }
+
+    /// The hasher (default: ahash seeded at random).
+    ///
+    /// ```
+    /// # use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap())
+    ///     .hasher(ahash::RandomState::with_seeds(1, 2, 3, 4))
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = log;
+    /// ```
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> SlidingLogBuilder<C, S2> {
+        SlidingLogBuilder(self.0.hasher(hasher))
+    }
+
+    /// How many threads will use it (default: the machine's parallelism): about four locked
+    /// shards per thread.
+    ///
+    /// ```
+    /// # use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).threads(1).build::<u64>().unwrap();
+    /// # let _ = log;
+    /// ```
+    pub fn threads(self, threads: usize) -> Self {
+        SlidingLogBuilder(self.0.threads(threads))
+    }
+}
+
+impl<C: Clock, S: BuildHasher> SlidingLogBuilder<C, S> {
+    /// Builds the keyed sliding log for keys of type `K`.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] for a capacity of 0 or one whose maps cannot be allocated.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// assert!(KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(0).build::<u64>().is_err());
+    /// ```
+    pub fn build<K: ?Sized>(self) -> Result<KeyedSlidingLog<K, C, S>, CapacityError> {
+        let (config, clock, hasher, capacity, overflow, parallelism) = self.0.into_parts();
+        if capacity == 0 {
+            return Err(CapacityError::Zero);
+        }
+        let too_large = || CapacityError::TooLarge {
+            capacity,
+            bytes: capacity as u128 * core::mem::size_of::<(u64, Log)>() as u128,
+        };
+        // About four shards per thread, but at least 16 keys in each.
+        let shard_count = parallelism
+            .max(1)
+            .saturating_mul(4)
+            .next_power_of_two()
+            .min(prev_power_of_two((capacity / 16).max(1)));
+        let per_shard = capacity.div_ceil(shard_count);
+        let mut shards = Vec::new();
+        shards
+            .try_reserve_exact(shard_count)
+            .map_err(|_| too_large())?;
+        for _ in 0..shard_count {
+            let mut logs = HashMap::with_hasher(BuildIdentity);
+            logs.try_reserve(per_shard).map_err(|_| too_large())?;
+            shards.push(CachePadded::new(Mutex::new(Shard {
+                logs,
+                ..Shard::default()
+            })));
+        }
+        Ok(KeyedSlidingLog {
+            config,
+            shards: shards.into_boxed_slice(),
+            per_shard,
+            capacity,
+            overflow,
+            clock,
+            hasher,
+            key: PhantomData,
+        })
+    }
+}
+
+impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
+    /// Admits one request for `key`, or says how long to wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Denied`] if the key's log is full, or if it is new and found no room.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).build::<u64>().unwrap();
+    /// assert!(log.check_key(&7).is_ok());
+    /// assert!(log.check_key(&7).is_err());
+    /// ```
+    pub fn check_key<Q>(&self, key: &Q) -> Result<(), Denied>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let decision = self.decide(self.hasher.hash_one(key), 1);
+        if decision.is_allowed() {
+            Ok(())
+        } else {
+            Err(Denied::new(Nanos::from_duration(decision.retry_after())))
+        }
+    }
+
+    /// Admits a request of `cost` units for `key`, all or nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::Denied`] as for [`check_key`](Self::check_key);
+    /// [`CheckError::InsufficientCapacity`] for a cost above the limit.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(10).unwrap()).build::<u64>().unwrap();
+    /// assert!(log.check_key_n(&1, 10).is_ok());
+    /// assert!(log.check_key_n(&1, 11).is_err());
+    /// ```
+    pub fn check_key_n<Q>(&self, key: &Q, cost: u64) -> Result<(), CheckError>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let decision = self.decide_key(key, cost)?;
+        if decision.is_allowed() {
+            Ok(())
+        } else {
+            Err(Denied::new(Nanos::from_duration(decision.retry_after())).into())
+        }
+    }
+
+    /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
+    /// peek, which never inserts the key.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] for a cost above the limit.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// assert_eq!(log.decide_key(&1, 2).unwrap().remaining(), 3);
+    /// ```
+    pub fn decide_key<Q>(&self, key: &Q, cost: u64) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        if cost > self.config.limit {
+            return Err(InsufficientCapacity::new(cost, self.config.limit));
+        }
+        Ok(self.decide(self.hasher.hash_one(key), cost))
+    }
+
+    /// The key's log as it stands, without changing it: the [`Decision`] for a cost of 0.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// log.check_key(&1).unwrap();
+    /// assert_eq!(log.peek_key(&1).remaining(), 4);
+    /// ```
+    pub fn peek_key<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.decide(self.hasher.hash_one(key), 0)
+    }
+
+    /// Keys held, and how often room had to be made.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(10).build::<u64>().unwrap();
+    /// log.check_key(&1).unwrap();
+    /// assert_eq!(log.stats().occupied, 1);
+    /// ```
+    pub fn stats(&self) -> KeyedStats {
+        let mut stats = KeyedStats {
+            capacity: self.capacity,
+            slots: self.per_shard * self.shards.len(),
+            ..KeyedStats::default()
+        };
+        for shard in self.shards.iter() {
+            let shard = lock(shard);
+            stats.occupied += shard.logs.len();
+            stats.reuses += shard.reuses;
+            stats.evictions += shard.evictions;
+            stats.overflows += shard.overflows;
+        }
+        stats
+    }
+
+    /// Bytes held by the logs and their maps right now (at most
+    /// `capacity × (64 + 16 × limit)` bytes or so).
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(10).build::<u64>().unwrap();
+    /// assert!(log.memory() > 0);
+    /// ```
+    pub fn memory(&self) -> usize {
+        let per_entry = core::mem::size_of::<(u64, Log)>() + 1;
+        self.shards
+            .iter()
+            .map(|shard| {
+                let shard = lock(shard);
+                shard.logs.capacity() * per_entry
+                    + shard.order.capacity() * 16
+                    + shard.logs.values().map(Log::bytes).sum::<usize>()
+            })
+            .sum::<usize>()
+            + core::mem::size_of_val(&*self.shards)
+    }
+
+    fn decide(&self, hash: u64, cost: u64) -> Decision {
+        let now = self.clock.now();
+        let shard_index = ((hash as u128 * self.shards.len() as u128) >> 64) as usize;
+        let mut shard = lock(&self.shards[shard_index]);
+        if let Some(log) = shard.logs.get_mut(&hash) {
+            let before = log.newest();
+            let decision = self.config.decide(log, now, cost);
+            let after = log.newest();
+            if after != before {
+                if let Some(stamp) = after {
+                    shard.touched(hash, stamp);
+                }
+            }
+            return decision;
+        }
+        // A new key: decide on an empty log, and keep it only if something was admitted.
+        let mut log = Log::default();
+        let decision = self.config.decide(&mut log, now, cost);
+        if log.units == 0 {
+            return decision;
+        }
+        if !shard.make_room(&self.config, self.per_shard, now, self.overflow) {
+            shard.overflows += 1;
+            return match self.overflow {
+                Overflow::Allow => decision,
+                _ => {
+                    let retry = shard
+                        .order
+                        .iter()
+                        .find(|&&(stamp, key)| {
+                            shard.logs.get(&key).and_then(Log::newest) == Some(stamp)
+                        })
+                        .map_or(0, |&(stamp, _)| {
+                            (stamp + self.config.period).saturating_sub(now.as_nanos())
+                        });
+                    Decision::new(
+                        false,
+                        0,
+                        Nanos::from_nanos(retry),
+                        Nanos::ZERO,
+                        self.config.limit,
+                    )
+                }
+            };
+        }
+        let stamp = log.newest().unwrap_or(0);
+        shard.logs.insert(hash, log);
+        shard.touched(hash, stamp);
+        decision
+    }
+}
+
+/// The largest power of two not above `n` (for `n >= 1`).
+const fn prev_power_of_two(n: usize) -> usize {
+    1 << (usize::BITS - 1 - n.leading_zeros())
+}
+
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    // A panic while holding the lock cannot leave a shard inconsistent in a way that matters
+    // (every mutation completes before anything that could panic), so poisoning is ignored.
+    shard.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<K: ?Sized, C: Clock, S: BuildHasher> fmt::Debug for KeyedSlidingLog<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedSlidingLog")
+            .field("config", &self.config)
+            .field("overflow", &self.overflow)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_length_encoding_merges_equal_stamps() {
+        let mut log = Log::default();
+        log.push(5, 1);
+        log.push(5, 2);
+        log.push(7, 1);
+        assert_eq!(log.entries, VecDeque::from([(5, 3), (7, 1)]));
+        assert_eq!(log.units, 4);
+        log.drop_front(1);
+        assert_eq!((log.entries.len(), log.units), (1, 1));
+    }
+}

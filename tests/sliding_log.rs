@@ -1,0 +1,179 @@
+//! The keyed exact sliding log against the reference model, and its bounded memory.
+
+use std::collections::HashMap;
+use std::sync::Barrier;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tollgate::reference::{Model, SlidingLog};
+use tollgate::{Clock, KeyedSlidingLog, ManualClock, Overflow, Quota};
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With room for every key, the keyed log decides exactly as one reference log per key:
+    /// verdicts and remaining, also when the clock runs backwards; retry and reset times are
+    /// exact against the model.
+    #[test]
+    fn keyed_log_is_a_map_of_reference_logs(
+        limit in 1u64..12,
+        period_ms in 1u64..5_000,
+        ops in prop::collection::vec((0u8..12, -300i32..1_500, 0u64..14), 1..400),
+    ) {
+        let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
+        let clock = ManualClock::new();
+        let keyed = KeyedSlidingLog::builder(&quota)
+            .capacity(1_000)
+            .clock(&clock)
+            .build::<u8>()
+            .unwrap();
+        let mut models: HashMap<u8, SlidingLog> = HashMap::new();
+        for (i, &(key, step_ms, cost)) in ops.iter().enumerate() {
+            let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
+            clock.set(Duration::from_nanos(now.max(0) as u64));
+            let now = clock.now();
+            let model = models.entry(key).or_insert_with(|| SlidingLog::new(&quota));
+            let before = model.clone();
+            let verdict = model.decide(now, cost);
+            let decision = match keyed.decide_key(&key, cost) {
+                Ok(d) => d,
+                Err(err) => {
+                    prop_assert!(cost > limit, "op {}: {:?}", i, err);
+                    prop_assert!(!verdict.allowed);
+                    continue;
+                }
+            };
+            prop_assert_eq!((decision.is_allowed(), decision.remaining()), (verdict.allowed, verdict.remaining), "op {}", i);
+            if !decision.is_allowed() {
+                // Exact retry_after: the model admits the same request then, not a nanosecond sooner.
+                let r = decision.retry_after().as_nanos() as u64;
+                let at = now.as_nanos() + r;
+                prop_assert!(before.clone().decide(tollgate::Nanos::from_nanos(at), cost).allowed, "op {}", i);
+                prop_assert!(!before.clone().decide(tollgate::Nanos::from_nanos(at - 1), cost).allowed, "op {}", i);
+            }
+            // Exact reset_after: the whole limit is back then, not before.
+            let z = decision.reset_after().as_nanos() as u64;
+            let full = model.clone().decide(tollgate::Nanos::from_nanos(now.as_nanos() + z), 0);
+            prop_assert_eq!(full.remaining, limit, "op {}", i);
+            if z > 0 {
+                let early = model.clone().decide(tollgate::Nanos::from_nanos(now.as_nanos() + z - 1), 0);
+                prop_assert!(early.remaining < limit, "op {}", i);
+            }
+        }
+        let stats = keyed.stats();
+        prop_assert_eq!((stats.overflows, stats.reuses, stats.evictions), (0, 0, 0));
+    }
+}
+
+#[test]
+fn idle_logs_make_room_and_full_shards_overflow() {
+    let clock = ManualClock::new();
+    // Capacity 4: one shard. 2 per minute each.
+    let log = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+        .capacity(4)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    assert_eq!(log.stats().slots, 4);
+    for key in 0..4 {
+        log.check_key(&key).unwrap();
+        clock.advance(Duration::from_secs(10));
+    }
+    // At 40 s all four logs still count: a fifth key is denied until key 0's entry leaves the
+    // window at 60 s.
+    let denied = log.check_key(&4).unwrap_err();
+    assert_eq!(denied.retry_after(), Duration::from_secs(20));
+    assert_eq!(log.stats().overflows, 1);
+    // A peek of the new key needs no room.
+    assert_eq!(log.peek_key(&4).remaining(), 2);
+    // At 60 s key 0's log is idle: its room goes to key 4.
+    clock.set(Duration::from_secs(60));
+    log.check_key(&4).unwrap();
+    let stats = log.stats();
+    assert_eq!((stats.occupied, stats.reuses), (4, 1));
+    // Key 0 comes back fresh (and, the shard being full of live logs again, is denied).
+    assert_eq!(log.peek_key(&0).remaining(), 2);
+    assert!(log.check_key(&0).is_err());
+}
+
+#[test]
+fn eviction_spares_logs_at_their_limit() {
+    let clock = ManualClock::new();
+    let log = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+        .capacity(2)
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    log.check_key_n(&1, 2).unwrap(); // at its limit
+    clock.advance(Duration::from_secs(1));
+    log.check_key(&2).unwrap(); // 1 of 2
+    clock.advance(Duration::from_secs(1));
+    // Key 1 is the least recently admitted, but at its limit: it is spared. Key 2 could still
+    // admit: it goes, and comes back fresh.
+    log.check_key(&3).unwrap();
+    assert_eq!(log.stats().evictions, 1);
+    assert!(log.check_key(&1).is_err(), "key 1 kept its log");
+    assert_eq!(log.peek_key(&2).remaining(), 2, "evicted: fresh");
+    // Key 3 takes its second unit: both logs are at their limit, so a new key is denied.
+    log.check_key(&3).unwrap();
+    assert!(log.check_key(&4).is_err());
+    let stats = log.stats();
+    assert_eq!(
+        (stats.evictions, stats.overflows, stats.occupied),
+        (1, 1, 2)
+    );
+}
+
+#[test]
+fn memory_stays_bounded_under_a_key_flood() {
+    let clock = ManualClock::new();
+    let limit = 5;
+    let log = KeyedSlidingLog::builder(&Quota::per_hour(limit).unwrap())
+        .capacity(1_000)
+        .clock(&clock)
+        .build::<u64>()
+        .unwrap();
+    let mut most = 0;
+    for key in 0..200_000u64 {
+        let _ = log.check_key_n(&key, 1 + key % limit);
+        clock.advance(Duration::from_millis(50));
+        if key % 1_000 == 0 {
+            most = most.max(log.memory());
+            assert!(log.stats().occupied <= 1_000);
+        }
+    }
+    // At most `capacity` logs of at most `limit` entries each, plus the maps.
+    assert!(
+        most < 1_000 * (64 + 16 * limit as usize) * 2,
+        "{most} bytes"
+    );
+}
+
+#[test]
+fn threads_get_exact_counts() {
+    let clock = ManualClock::new();
+    let log = KeyedSlidingLog::builder(&Quota::per_hour(9).unwrap())
+        .capacity(100)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    let barrier = Barrier::new(8);
+    let admitted: u32 = std::thread::scope(|s| {
+        (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    (0..50u32)
+                        .map(|i| log.check_key(&(i % 10)).is_ok() as u32)
+                        .sum::<u32>()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .sum()
+    });
+    // 10 keys, 9 each.
+    assert_eq!(admitted, 90);
+}
