@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
-use tollgate::{Clock, Quota, RateLimiter, TscClock};
+use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter, TscClock};
 
 const ROUNDS: usize = 41;
 const CALLS: u64 = 2_000_000;
@@ -36,6 +36,9 @@ fn median(v: &mut [f64]) -> f64 {
 /// Prints `name`: the median times of A and B and the median A/B ratio, with its interquartile
 /// range. `a` and `b` each run one measurement and return nanoseconds per call.
 fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64) {
+    if !selected(name) {
+        return;
+    }
     // Warm both up (caches, branch predictors, CPU frequency).
     a();
     b();
@@ -83,6 +86,84 @@ fn time_threads<F: Fn() -> bool + Sync>(threads: usize, f: &F) -> f64 {
             .unwrap()
     });
     slowest.as_nanos() as f64 / calls as f64
+}
+
+/// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
+/// keyed` runs the comparisons whose names contain "keyed"); everything without one.
+fn selected(name: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+}
+
+/// SplitMix64: a reproducible key sequence.
+fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    if !zipf {
+        return (0..len)
+            .map(|_| ((next() as u128 * keys as u128) >> 64) as u64)
+            .collect();
+    }
+    // Zipf(1.0): key k has weight 1/(k+1); popular keys scattered over the key space.
+    let mut cumulative = Vec::with_capacity(keys as usize);
+    let mut total = 0.0;
+    for k in 0..keys {
+        total += 1.0 / (k + 1) as f64;
+        cumulative.push(total);
+    }
+    (0..len)
+        .map(|_| {
+            let u = (next() >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let rank = cumulative.partition_point(|&c| c < u) as u64;
+            rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys
+        })
+        .collect()
+}
+
+/// Nanoseconds per check over `CALLS` checks of the keys in `keys`, continuing at `*at`.
+fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -> f64 {
+    time(&mut || {
+        let key = keys[*at];
+        *at = (*at + 1) % keys.len();
+        check(key)
+    })
+}
+
+/// Tollgate's and governor's keyed limiters over `keys` keys, both holding every key, compared
+/// on the same sequence.
+fn keyed(label: &str, keys: u64, zipf: bool) {
+    if !selected(&format!("keyed {label}")) {
+        return;
+    }
+    let quota = Quota::per_second(1_000)
+        .unwrap()
+        .with_burst(1_000_000)
+        .unwrap();
+    let tollgate = KeyedRateLimiter::<u64>::gcra(quota, keys as usize).unwrap();
+    let governor = governor::RateLimiter::keyed(
+        governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
+            .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
+    );
+    for k in 0..keys {
+        tollgate.check_key(&k).unwrap();
+        governor.check_key(&k).unwrap();
+    }
+    let seq = sequence(keys, 1 << 22, 7, zipf);
+    let (mut a, mut b) = (0, 1 << 21);
+    paired(
+        &format!("keyed {label}: tollgate / governor"),
+        || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
+        || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
+    );
 }
 
 fn main() {
@@ -150,5 +231,95 @@ fn main() {
         &format!("allow, {threads} threads: tollgate / governor"),
         || time_threads(threads, &allow),
         || time_threads(threads, &gov_allow),
+    );
+
+    // Keyed, one thread, every key held: uniform and Zipf(1.0) popularity.
+    keyed("1M uniform", 1_000_000, false);
+    keyed("1M zipf", 1_000_000, true);
+    keyed("100k uniform", 100_000, false);
+    keyed("100k zipf", 100_000, true);
+
+    // One cache miss, for scale: a dependent random 16-byte read in a table the size of
+    // tollgate's for 1M keys, against a tollgate check over 1M uniform keys.
+    let quota = Quota::per_second(1_000)
+        .unwrap()
+        .with_burst(1_000_000)
+        .unwrap();
+    let keyed_1m = KeyedRateLimiter::<u64>::gcra(quota, 1_000_000).unwrap();
+    for k in 0..1_000_000 {
+        keyed_1m.check_key(&k).unwrap();
+    }
+    let slots = keyed_1m.stats().slots.next_power_of_two();
+    let chain: Vec<u64> = {
+        // A random cycle through every slot, for pointer chasing.
+        let mut order = sequence(u64::MAX, slots, 11, false);
+        let mut index: Vec<usize> = (0..slots).collect();
+        index.sort_by_key(|&i| order[i]);
+        order.clear();
+        let mut next = vec![0u64; slots];
+        for w in index.windows(2) {
+            next[w[0]] = w[1] as u64;
+        }
+        next[index[slots - 1]] = index[0] as u64;
+        next
+    };
+    let table: Vec<portable_atomic::AtomicU128> = chain
+        .into_iter()
+        .map(|n| portable_atomic::AtomicU128::new(n as u128))
+        .collect();
+    let seq = sequence(1_000_000, 1 << 22, 9, false);
+    let (mut at, mut node) = (0usize, 0usize);
+    paired(
+        "keyed 1M uniform: tollgate / one DRAM access",
+        || time_keys(&seq, &mut at, |k| keyed_1m.check_key(&k).is_ok()),
+        || {
+            time(&mut || {
+                node = table[node].load(Ordering::Relaxed) as usize;
+                node != usize::MAX
+            })
+        },
+    );
+
+    // Distinct keys from every core: throughput against one thread. Thread j checks only keys
+    // k with k % threads == j.
+    let per_thread: Vec<Vec<u64>> = (0..threads as u64)
+        .map(|j| {
+            sequence(1_000_000 / threads as u64, 1 << 21, 20 + j, false)
+                .into_iter()
+                .map(|k| k * threads as u64 + j)
+                .collect()
+        })
+        .collect();
+    let run = |t: usize| {
+        let calls = CALLS / t as u64;
+        let barrier = std::sync::Barrier::new(t);
+        let slowest = std::thread::scope(|s| {
+            let handles: Vec<_> = per_thread[..t]
+                .iter()
+                .map(|keys| {
+                    let (barrier, keyed_1m) = (&barrier, &keyed_1m);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let start = Instant::now();
+                        for i in 0..calls as usize {
+                            black_box(keyed_1m.check_key(&keys[i % keys.len()]).is_ok());
+                        }
+                        start.elapsed()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .max()
+                .unwrap()
+        });
+        // Nanoseconds per check of the whole group: lower is more throughput.
+        slowest.as_nanos() as f64 / (calls * t as u64) as f64
+    };
+    paired(
+        &format!("keyed distinct keys: 1 thread / {threads} threads, time per check"),
+        || run(1),
+        || run(threads),
     );
 }

@@ -1,6 +1,8 @@
 //! A simulated gateway: every core hammers shared limiters as fast as it can, and the output says
 //! how many decisions per second they made, how many were allowed and denied, and whether the
-//! admissions stayed within the quota.
+//! admissions stayed within the quota. First one global limiter per algorithm, then per-client
+//! limits over a million clients whose popularity follows Zipf's law (a few clients send most
+//! requests and hit their limits; the long tail passes), then an exact per-account log.
 //!
 //!     cargo run --release --example simulate            # 2 s per scenario
 //!     cargo run --release --example simulate -- 5       # 5 s per scenario
@@ -12,7 +14,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tollgate::{Algorithm, Clock, FixedWindow, Gcra, Quota, RateLimiter, SlidingWindow, TscClock};
+use tollgate::{
+    Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, KeyedSlidingLog, Quota, RateLimiter,
+    SlidingWindow, TscClock,
+};
 
 struct Outcome {
     decisions: u64,
@@ -51,6 +56,66 @@ fn hammer<A: Algorithm>(limiter: &RateLimiter<A>, threads: usize, duration: Dura
     }
 }
 
+/// Runs `threads` threads, each calling `check(client)` for the clients of its own pre-drawn
+/// sequence, for `duration`.
+fn hammer_keys(
+    check: impl Fn(u64) -> bool + Sync,
+    clients: &[Vec<u64>],
+    duration: Duration,
+) -> Outcome {
+    let stop = AtomicBool::new(false);
+    let decisions = AtomicU64::new(0);
+    let allowed = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for sequence in clients {
+            let (check, stop, decisions, allowed) = (&check, &stop, &decisions, &allowed);
+            s.spawn(move || {
+                let (mut n, mut ok, mut i) = (0u64, 0u64, 0usize);
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..1024 {
+                        ok += check(sequence[i]) as u64;
+                        i = (i + 1) % sequence.len();
+                    }
+                    n += 1024;
+                }
+                decisions.fetch_add(n, Ordering::Relaxed);
+                allowed.fetch_add(ok, Ordering::Relaxed);
+            });
+        }
+        std::thread::sleep(duration);
+        stop.store(true, Ordering::Relaxed);
+    });
+    Outcome {
+        decisions: decisions.into_inner(),
+        allowed: allowed.into_inner(),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// `len` client ids out of `clients`, with Zipf(1.0) popularity, scattered over the id space.
+fn zipf_clients(clients: u64, len: usize, seed: u64) -> Vec<u64> {
+    let mut cumulative = Vec::with_capacity(clients as usize);
+    let mut total = 0.0;
+    for k in 0..clients {
+        total += 1.0 / (k + 1) as f64;
+        cumulative.push(total);
+    }
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            // SplitMix64.
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            let u = ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let rank = cumulative.partition_point(|&c| c < u) as u64;
+            rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) % clients
+        })
+        .collect()
+}
+
 /// Prints one scenario's line; `most` is the most its quota allows over the run.
 fn report(name: &str, o: &Outcome, most: f64) {
     let secs = o.elapsed.as_secs_f64();
@@ -79,9 +144,7 @@ fn main() {
         .unwrap_or(2);
     let duration = Duration::from_secs(seconds);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    println!(
-        "tollgate: {threads} threads hammering one shared limiter, {seconds} s per scenario\n"
-    );
+    println!("tollgate: {threads} threads hammering shared limiters, {seconds} s per scenario\n");
     println!(
         "{:34} {:>14} {:>12} {:>12} {:>28}",
         "scenario", "decisions/s", "allowed/s", "denied/s", "allowed / quota bound"
@@ -109,6 +172,57 @@ fn main() {
         FixedWindow::new(&Quota::per_second(5_000_000).expect("valid quota")).expect("fits");
     let o = hammer(&RateLimiter::new(fixed), threads, duration);
     report("fixed window 5M/s", &o, windows(&o) * 5e6);
+
+    // Per client: a million clients, 100 per second each with bursts of 20, Zipf traffic.
+    let clients = 1_000_000u64;
+    let sequences: Vec<Vec<u64>> = (0..threads as u64)
+        .map(|t| zipf_clients(clients, 1 << 20, 17 + t))
+        .collect();
+    let per_client = KeyedRateLimiter::<u64>::gcra(
+        Quota::per_second(100)
+            .and_then(|q| q.with_burst(20))
+            .expect("valid quota"),
+        clients as usize,
+    )
+    .expect("allocates");
+    let o = hammer_keys(|c| per_client.check_key(&c).is_ok(), &sequences, duration);
+    // Each client that sent anything admits at most its burst plus 100 per second.
+    let active = sequences
+        .iter()
+        .flatten()
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    report(
+        "per client, 1M Zipf clients",
+        &o,
+        active as f64 * (20.0 + 100.0 * o.elapsed.as_secs_f64()),
+    );
+    let stats = per_client.stats();
+    println!(
+        "    table: {:.1} MB for {} clients ({:.1} bytes each), {} keys held, {} overflows",
+        per_client.memory() as f64 / 1e6,
+        clients,
+        per_client.memory() as f64 / clients as f64,
+        stats.occupied,
+        stats.overflows
+    );
+
+    // Exact per-account log: 5 login attempts per minute, 100 000 accounts.
+    let accounts = 100_000u64;
+    let logins = KeyedSlidingLog::builder(&Quota::per_minute(5).expect("valid quota"))
+        .capacity(accounts as usize)
+        .build::<u64>()
+        .expect("allocates");
+    let sequences: Vec<Vec<u64>> = (0..threads as u64)
+        .map(|t| zipf_clients(accounts, 1 << 18, 31 + t))
+        .collect();
+    let o = hammer_keys(|a| logins.check_key(&a).is_ok(), &sequences, duration);
+    // Every account admits at most 5 per minute window it touched.
+    report(
+        "login log, 100k accounts, 5/min",
+        &o,
+        accounts as f64 * 5.0 * (o.elapsed.as_secs_f64() / 60.0).ceil(),
+    );
 
     // One clock read, for scale.
     let clock = TscClock::new();

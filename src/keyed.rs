@@ -428,6 +428,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
     /// pure peek, which never inserts the key.
     ///
+    /// A new key that finds no room under [`Overflow::Deny`] is denied with `remaining` 0 and a
+    /// `retry_after` of the time until a slot of its groups becomes idle; under
+    /// [`Overflow::Allow`] it gets the decision a fresh key would get, unrecorded.
+    ///
     /// # Errors
     ///
     /// [`InsufficientCapacity`] if the cost exceeds the capacity and can never fit.
@@ -574,6 +578,12 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// Use one quota per key consistently: switching a key between quotas is well defined (its
     /// schedule is judged by the new quota's interval and burst from then on) but is not the
     /// same as a key that always had the new quota.
+    ///
+    /// Whether a slot is idle does not depend on the quota, so reuse is exact for every tier. The
+    /// table does judge entries by the limiter's own quota where it must compare them without
+    /// knowing their tier (which entry [`Overflow::EvictLeastConstrained`] evicts, and the
+    /// `retry_after` of an overflow): give the limiter the strictest tier's quota, so that no
+    /// key being limited under its own tier ever looks evictable.
     ///
     /// # Errors
     ///

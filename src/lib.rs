@@ -33,6 +33,39 @@
 //! # }
 //! ```
 //!
+//! # Keyed limiting
+//!
+//! One state per client, IP address or API key, in a table sized once:
+//!
+//! ```
+//! use std::net::IpAddr;
+//! use tollgate::{KeyedRateLimiter, Quota};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // 10 per second per client IP, bursts of 20, for up to a million clients at once.
+//! let per_ip = KeyedRateLimiter::<IpAddr>::gcra(Quota::per_second(10)?.with_burst(20)?, 1_000_000)?;
+//! let client: IpAddr = "198.51.100.23".parse()?;
+//! if per_ip.check_key(&client).is_err() {
+//!     // 429
+//! }
+//! assert!(per_ip.memory() <= 24 * 1_000_000);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`KeyedRateLimiter`] keeps each key's packed state in a lock-free table of 16-byte slots:
+//! **23.5 bytes per key of capacity for any key type** (the key itself is never stored, only its
+//! 64-bit hash), allocated once; a key whose state is back to fresh is reused in place, so memory
+//! never grows and there is nothing to clean up. Two keys share a state only if their 64-bit
+//! hashes collide: about `n² / 2^65` for `n` live keys (one in 37 million for a million keys),
+//! with hashes seeded at random per limiter so collisions cannot be aimed. When a key's probe
+//! groups are full of live keys an [`Overflow`] policy applies, and a key that is being limited
+//! never gets its quota back because others flooded in. GCRA tables take a per-call quota for
+//! tiers ([`KeyedRateLimiter::check_key_with`]).
+//!
+//! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
+//! locked shards, at most `limit` timestamps per key, a bounded number of keys.
+//!
 //! # Which algorithm
 //!
 //! | you want | use |
@@ -40,7 +73,7 @@
 //! | a rate with bursts: almost always | [`Gcra`] ([`RateLimiter::gcra`]): exact, smooth, cheapest. It *is* the token bucket and the leaky bucket as a meter. |
 //! | "N per minute" as clients count it, without boundary bursts | [`SlidingWindow`] ([`RateLimiter::sliding_window`]) |
 //! | the classic fixed window, for comparison or compatibility | [`FixedWindow`] ([`RateLimiter::fixed_window`]): admits up to twice the limit across a boundary |
-//! | an exact "N per day" on a low-frequency action | the [`reference::SlidingLog`] model defines it; a concurrent keyed form is planned |
+//! | an exact "N per day" on a low-frequency action | [`KeyedSlidingLog`]: exact, a few timestamps per key, behind a lock per shard |
 //!
 //! The [`algorithm`] module documents each packed word bit by bit, and its transition.
 //!
@@ -55,10 +88,12 @@
 //! - [`quota`]: [`Quota`], validated once; integer nanoseconds, rounding that never over-admits.
 //! - [`clock`]: [`Clock`], with [`TscClock`] (default), [`CoarseClock`] and [`ManualClock`].
 //! - [`algorithm`]: [`Gcra`], [`SlidingWindow`], [`FixedWindow`]: pure transitions over a `u64`.
-//! - the stores (private): the cache-padded atomic word and its compare-and-swap loop; their
-//!   `# Orderings` section argues every memory ordering.
-//! - [`RateLimiter`]: the public type joining them.
-//! - [`reference`]: obviously-correct models the algorithms are tested against.
+//! - the stores (private): the cache-padded atomic word and its compare-and-swap loop, and the
+//!   keyed slot table of 128-bit `(tag, state)` slots; their `# Orderings` section argues every
+//!   memory ordering.
+//! - [`RateLimiter`] and [`KeyedRateLimiter`]: the public types joining them; [`KeyedSlidingLog`]
+//!   for the exact log.
+//! - [`reference`](mod@reference): obviously-correct models the algorithms are tested against.
 //!
 //! # Consistency
 //!
@@ -66,7 +101,7 @@
 //!
 //! - **Linearizable decisions.** Every admission is computed from the state left by all the
 //!   admissions before it, in the order their compare-and-swaps took effect. The outcome of any
-//!   run is the outcome of the [`reference`] model fed the same requests, one at a time, in that
+//!   run is the outcome of the [`reference`](mod@reference) model fed the same requests, one at a time, in that
 //!   order, each with the time stamp its caller read. No admission is ever lost or double-counted:
 //!   the stress tests assert exact counts from many threads at frozen time, and loom checks every
 //!   interleaving of small cases.

@@ -19,12 +19,13 @@
 //! | [`SlidingWindow`] | window index, previous and current count | `limit` per window, the previous window weighted by its overlap | "N per minute" semantics that clients can reason about, without the fixed window's boundary burst |
 //! | [`FixedWindow`] | window index, count | `limit` per calendar-aligned window | comparison and compatibility only: it admits up to twice the limit across a boundary |
 //!
-//! For an exact sliding log (low-frequency limits such as "5 per day"), see the keyed sliding log
-//! in a later release; its reference model is [`reference::SlidingLog`](crate::reference::SlidingLog).
+//! For an exact sliding log (low-frequency limits such as "5 per day"), which does not fit in a
+//! word, see [`KeyedSlidingLog`](crate::KeyedSlidingLog); its reference model is
+//! [`reference::SlidingLog`](crate::reference::SlidingLog).
 
-mod fixed_window;
-mod gcra;
-mod sliding_window;
+pub mod fixed_window;
+pub mod gcra;
+pub mod sliding_window;
 mod window;
 
 pub use fixed_window::FixedWindow;

@@ -130,12 +130,18 @@ struct ShardStats {
     overflows: AtomicU64,
 }
 
-/// Where a key lives: its tag, its shard and its two probe groups.
+/// Where a key lives: its tag, its shard, its two probe groups, and in each group the slot it
+/// looks at first.
+///
+/// A key is inserted at the first free slot of its group counting from its starting slot, and
+/// looked up in the same order, so it is usually found within the first loads rather than half a
+/// group in.
 #[derive(Clone, Copy, Debug)]
 struct Probe {
     tag: u64,
     shard: usize,
     groups: [usize; 2],
+    start: [usize; 2],
 }
 
 impl Probe {
@@ -351,13 +357,17 @@ impl Table {
             tag,
             shard,
             groups: [base + first as usize, base + second as usize],
+            // Bits 40-47, used by neither the groups nor (below 2^16 shards) the shard.
+            start: [(hash >> 40) as usize % GROUP, (hash >> 44) as usize % GROUP],
         }
     }
 
-    /// The slot at position `i` of a probe's scan.
+    /// The slot at position `i` of a probe's scan: the first group from its starting slot, then
+    /// the second from its own.
     #[inline]
     fn slot(&self, probe: &Probe, i: usize) -> &AtomicU128 {
-        &self.groups[probe.groups[i / GROUP]].slots[i % GROUP]
+        let g = i / GROUP;
+        &self.groups[probe.groups[g]].slots[(probe.start[g] + i) % GROUP]
     }
 
     /// Loads every slot of the key's groups. All loads are issued before any is used, so the
@@ -377,34 +387,34 @@ impl Table {
         &self.shards[probe.shard]
     }
 
-    /// Looks for the key's live slot: the first group, then the second, stopping at the key.
-    /// The second group's first slot is loaded before the first group is scanned, so that its
-    /// cache line is on its way if the key is not in the first group (the common miss case costs
-    /// one memory latency, not two). Returns the scan position and the word.
+    /// Looks for the key's live slot: the first group, then the second, each from the key's
+    /// starting slot, stopping at the key. The second group's starting slot is loaded before the
+    /// first group is scanned, so that its cache line is on its way if the key is not in the first
+    /// group (that case then costs one memory latency, not two).
     #[inline]
-    fn find(&self, probe: &Probe) -> Option<(usize, u128)> {
-        let groups = probe.group_count();
-        let early = if groups == 2 {
-            self.slot(probe, GROUP).load(Relaxed)
-        } else {
-            0
-        };
-        for i in 0..GROUP {
-            let word = self.slot(probe, i).load(Relaxed);
-            if tag_of(word) == probe.tag && state_of(word) != RESERVED {
-                return Some((i, word));
+    fn find(&self, probe: &Probe) -> Option<(&AtomicU128, u128)> {
+        let live = |word: u128| tag_of(word) == probe.tag && state_of(word) != RESERVED;
+        let [first, second] = probe.groups.map(|g| &self.groups[g].slots);
+        let [a, b] = probe.start;
+        let early = second[b].load(Relaxed);
+        for j in 0..GROUP {
+            let slot = &first[(a + j) % GROUP];
+            let word = slot.load(Relaxed);
+            if live(word) {
+                return Some((slot, word));
             }
         }
-        if groups == 2 {
-            for i in GROUP..2 * GROUP {
-                let word = if i == GROUP {
-                    early
-                } else {
-                    self.slot(probe, i).load(Relaxed)
-                };
-                if tag_of(word) == probe.tag && state_of(word) != RESERVED {
-                    return Some((i, word));
-                }
+        if probe.group_count() == 1 {
+            return None;
+        }
+        if live(early) {
+            return Some((&second[b], early));
+        }
+        for j in 1..GROUP {
+            let slot = &second[(b + j) % GROUP];
+            let word = slot.load(Relaxed);
+            if live(word) {
+                return Some((slot, word));
             }
         }
         None
@@ -437,8 +447,8 @@ impl Table {
         let mut patience = PATIENCE;
         loop {
             // The common case: the key is there. Stop at it.
-            if let Some((i, word)) = self.find(&probe) {
-                match self.decide(self.slot(&probe, i), word, probe.tag, &mut step) {
+            if let Some((slot, word)) = self.find(&probe) {
+                match self.decide(slot, word, probe.tag, &mut step) {
                     Some(outcome) => return Ok(outcome),
                     // The slot went to another key (ours was idle): look again.
                     None => continue,
@@ -511,8 +521,8 @@ impl Table {
         }
     }
 
-    /// Picks the slot to claim for a new key: the less loaded group's first empty slot, else its
-    /// first idle one; or, under [`Overflow::EvictLeastConstrained`], the least-constrained live
+    /// Picks the slot to claim for a new key: the less loaded group's first empty slot (counting
+    /// from the key's starting slot), else its first idle one; or, under [`Overflow::EvictLeastConstrained`], the least-constrained live
     /// entry of both groups. `None`: no room.
     fn choose<A: Algorithm>(
         &self,
@@ -662,7 +672,8 @@ impl Table {
     /// A slot's place in the order that breaks ties between inserters: its index in the table.
     #[inline]
     fn position(&self, probe: &Probe, i: usize) -> usize {
-        probe.groups[i / GROUP] * GROUP + i % GROUP
+        let g = i / GROUP;
+        probe.groups[g] * GROUP + (probe.start[g] + i) % GROUP
     }
 
     /// The table's counters, summed over the shards.
