@@ -9,13 +9,16 @@
 //!
 //! Compare ratios within one run (`benches/report.py` prints them): these machines are noisy.
 
+mod support;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use crossbeam_utils::CachePadded;
+use support::contended;
 use tollgate::{Clock, FixedWindow, Quota, RateLimiter, SlidingWindow, TscClock};
 
 /// A quota that never runs out at benchmark speeds: 10^9 per second with a burst of a billion.
@@ -84,31 +87,6 @@ fn direct(c: &mut Criterion) {
         b.iter(|| black_box(gcra.decide(1)))
     });
     g.finish();
-}
-
-/// Every thread of `threads` runs `iters` checks on one shared limiter; returns the wall time
-/// divided by nothing: criterion divides by `iters`, giving the time per check per thread.
-fn contended<F: Fn() -> bool + Sync>(threads: usize, iters: u64, check: F) -> Duration {
-    let barrier = std::sync::Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        black_box(check());
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    })
 }
 
 fn contention(c: &mut Criterion) {

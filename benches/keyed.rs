@@ -11,13 +11,16 @@
 //!
 //! Compare ratios from one run: `python3 benches/report.py`.
 
+mod support;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use portable_atomic::AtomicU128;
+use support::{on_threads, uniform, zipf, SplitMix};
 use tollgate::{Clock, KeyedRateLimiter, Quota, TscClock};
 
 /// A quota that every key's benchmark traffic stays under: each key is checked about once per
@@ -32,48 +35,6 @@ fn quota() -> Quota {
 fn governor_quota() -> governor::Quota {
     governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
         .allow_burst(NonZeroU32::new(1_000_000).unwrap())
-}
-
-/// A small, fast, reproducible generator (SplitMix64).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
-    }
-}
-
-/// `len` keys drawn uniformly from `0..keys`.
-fn uniform(keys: u64, len: usize, seed: u64) -> Vec<u64> {
-    let mut rng = SplitMix(seed);
-    (0..len).map(|_| rng.below(keys)).collect()
-}
-
-/// `len` keys drawn from `0..keys` with Zipf(1.0) popularity (key k has weight 1/(k+1)),
-/// shuffled so popularity does not follow the key order.
-fn zipf(keys: u64, len: usize, seed: u64) -> Vec<u64> {
-    let mut cumulative = Vec::with_capacity(keys as usize);
-    let mut total = 0.0;
-    for k in 0..keys {
-        total += 1.0 / (k + 1) as f64;
-        cumulative.push(total);
-    }
-    let mut rng = SplitMix(seed);
-    let scramble = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys;
-    (0..len)
-        .map(|_| {
-            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
-            scramble(cumulative.partition_point(|&c| c < u) as u64)
-        })
-        .collect()
 }
 
 const SEQUENCE: usize = 1 << 22;
@@ -160,32 +121,14 @@ fn keyed(c: &mut Criterion) {
     g.finish();
 }
 
-/// Distinct keys from `threads` threads (each its own key range and sequence); returns the time
-/// per check per thread.
+/// Distinct keys from as many threads as `sequences` (each its own key range and sequence);
+/// returns the slowest thread's time for `iters` checks each.
 fn distinct_keys(limiter: &KeyedRateLimiter<u64>, sequences: &[Vec<u64>], iters: u64) -> Duration {
-    let barrier = std::sync::Barrier::new(sequences.len());
-    std::thread::scope(|s| {
-        let handles: Vec<_> = sequences
-            .iter()
-            .map(|sequence| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    let mut i = 0usize;
-                    for _ in 0..iters {
-                        black_box(limiter.check_key(&sequence[i]).is_ok());
-                        i = (i + 1) % sequence.len();
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
+    on_threads(sequences.len(), |t| {
+        let sequence = &sequences[t];
+        for i in 0..iters as usize {
+            black_box(limiter.check_key(&sequence[i % sequence.len()]).is_ok());
+        }
     })
 }
 

@@ -8,12 +8,15 @@
 //! of the middle half.
 //!
 //!     cargo bench --bench paired
+
+mod support;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
+use support::{contended, on_threads};
 use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter, TscClock};
 
 const ROUNDS: usize = 41;
@@ -65,27 +68,7 @@ fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64) {
 /// at once (the slowest thread's time).
 fn time_threads<F: Fn() -> bool + Sync>(threads: usize, f: &F) -> f64 {
     let calls = CALLS / threads as u64;
-    let barrier = std::sync::Barrier::new(threads);
-    let slowest = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..calls {
-                        black_box(f());
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap()
-    });
-    slowest.as_nanos() as f64 / calls as f64
+    contended(threads, calls, f).as_nanos() as f64 / calls as f64
 }
 
 /// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
@@ -98,35 +81,13 @@ fn selected(name: &str) -> bool {
     filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
 }
 
-/// SplitMix64: a reproducible key sequence.
+/// A reproducible key sequence over `0..keys`, uniform or Zipf(1.0).
 fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
-    let mut state = seed;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    if !zipf {
-        return (0..len)
-            .map(|_| ((next() as u128 * keys as u128) >> 64) as u64)
-            .collect();
+    if zipf {
+        support::zipf(keys, len, seed)
+    } else {
+        support::uniform(keys, len, seed)
     }
-    // Zipf(1.0): key k has weight 1/(k+1); popular keys scattered over the key space.
-    let mut cumulative = Vec::with_capacity(keys as usize);
-    let mut total = 0.0;
-    for k in 0..keys {
-        total += 1.0 / (k + 1) as f64;
-        cumulative.push(total);
-    }
-    (0..len)
-        .map(|_| {
-            let u = (next() >> 11) as f64 / (1u64 << 53) as f64 * total;
-            let rank = cumulative.partition_point(|&c| c < u) as u64;
-            rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) % keys
-        })
-        .collect()
 }
 
 /// Nanoseconds per check over `CALLS` checks of the keys in `keys`, continuing at `*at`.
@@ -292,27 +253,11 @@ fn main() {
         .collect();
     let run = |t: usize| {
         let calls = CALLS / t as u64;
-        let barrier = std::sync::Barrier::new(t);
-        let slowest = std::thread::scope(|s| {
-            let handles: Vec<_> = per_thread[..t]
-                .iter()
-                .map(|keys| {
-                    let (barrier, keyed_1m) = (&barrier, &keyed_1m);
-                    s.spawn(move || {
-                        barrier.wait();
-                        let start = Instant::now();
-                        for i in 0..calls as usize {
-                            black_box(keyed_1m.check_key(&keys[i % keys.len()]).is_ok());
-                        }
-                        start.elapsed()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .max()
-                .unwrap()
+        let slowest = on_threads(t, |j| {
+            let keys = &per_thread[j];
+            for i in 0..calls as usize {
+                black_box(keyed_1m.check_key(&keys[i % keys.len()]).is_ok());
+            }
         });
         // Nanoseconds per check of the whole group: lower is more throughput.
         slowest.as_nanos() as f64 / (calls * t as u64) as f64

@@ -27,7 +27,7 @@ use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::keyed::{DefaultKeyHasher, KeyedBuilder};
 use crate::quota::Quota;
-use crate::store::{CapacityError, KeyedStats, Overflow};
+use crate::store::{prev_power_of_two, CapacityError, KeyedStats, Overflow};
 
 /// The sliding log's parameters: `limit` units per `period`. Build a [`KeyedSlidingLog`] from it
 /// with [`KeyedSlidingLog::builder`].
@@ -668,11 +668,6 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         shard.touched(hash, stamp);
         decision
     }
-}
-
-/// The largest power of two not above `n` (for `n >= 1`).
-const fn prev_power_of_two(n: usize) -> usize {
-    1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
 fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {

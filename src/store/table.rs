@@ -235,11 +235,13 @@ pub(crate) struct Overflowed<T> {
 pub struct KeyedStats {
     /// The capacity asked for, in keys.
     pub capacity: usize,
-    /// Slots allocated (16 bytes each).
+    /// Room allocated: 16-byte slots for a [`KeyedRateLimiter`](crate::KeyedRateLimiter) (a
+    /// little more than `capacity / 0.68`), keys for a
+    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog) (`capacity`, rounded up to whole shards).
     pub slots: usize,
-    /// Slots holding a key (live, or idle and not yet reused).
+    /// Keys held (live, or idle and not yet reused).
     pub occupied: usize,
-    /// Idle slots handed to a new key.
+    /// Idle keys whose room went to a new key.
     pub reuses: u64,
     /// Live entries evicted under [`Overflow::EvictLeastConstrained`].
     pub evictions: u64,
@@ -702,7 +704,7 @@ enum Inserted {
 }
 
 /// The largest power of two not above `n` (for `n >= 1`).
-const fn prev_power_of_two(n: usize) -> usize {
+pub(crate) const fn prev_power_of_two(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
