@@ -58,6 +58,15 @@ impl Decision {
         }
     }
 
+    /// The decision as a `check` result: `Ok`, or the denial with its wait.
+    pub(crate) const fn into_check(self) -> Result<(), Denied> {
+        if self.allowed {
+            Ok(())
+        } else {
+            Err(Denied::new(self.retry_after))
+        }
+    }
+
     /// Whether the request was admitted (and, for a cost above 0, recorded).
     ///
     /// ```

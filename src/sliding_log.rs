@@ -242,13 +242,10 @@ impl Shard {
         if self.logs.len() < capacity {
             return true;
         }
-        let current = |logs: &HashMap<u64, Log, BuildIdentity>, &(stamp, key): &(u64, u64)| {
-            logs.get(&key).and_then(Log::newest) == Some(stamp)
-        };
         // Stale entries at the front go; the first current one is the least recently written
         // log. If it is idle, so may be others, but one is all we need.
-        while let Some(front) = self.order.front() {
-            if !current(&self.logs, front) {
+        while let Some(&front) = self.order.front() {
+            if !self.is_current(front) {
                 self.order.pop_front();
                 continue;
             }
@@ -266,8 +263,8 @@ impl Shard {
         }
         // The least recently written log that could still admit a request (one at its limit is
         // being limited right now and keeps its state). Its queue entry goes stale.
-        let victim = self.order.iter().find(|entry| {
-            current(&self.logs, entry) && {
+        let victim = self.order.iter().find(|&&entry| {
+            self.is_current(entry) && {
                 let log = &self.logs[&entry.1];
                 config.used(log, config.time(log, now)).0 < config.limit
             }
@@ -280,6 +277,20 @@ impl Shard {
             }
             None => false,
         }
+    }
+
+    /// Whether a queue entry `(stamp, key)` still describes `key`'s log: written last at `stamp`.
+    fn is_current(&self, (stamp, key): (u64, u64)) -> bool {
+        self.logs.get(&key).and_then(Log::newest) == Some(stamp)
+    }
+
+    /// The time until the least recently written log leaves the window, if nothing changes:
+    /// when a full shard will have room.
+    fn time_to_room(&self, config: &SlidingLog, now: Nanos) -> Nanos {
+        let oldest = self.order.iter().find(|&&entry| self.is_current(entry));
+        Nanos::from_nanos(oldest.map_or(0, |&(stamp, _)| {
+            (stamp + config.period).saturating_sub(now.as_nanos())
+        }))
     }
 
     /// Notes that `key`'s log was written, with `stamp` its newest entry.
@@ -499,12 +510,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let decision = self.decide(self.hasher.hash_one(key), 1);
-        if decision.is_allowed() {
-            Ok(())
-        } else {
-            Err(Denied::new(Nanos::from_duration(decision.retry_after())))
-        }
+        self.decide(self.hasher.hash_one(key), 1).into_check()
     }
 
     /// Admits a request of `cost` units for `key`, all or nothing.
@@ -525,12 +531,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let decision = self.decide_key(key, cost)?;
-        if decision.is_allowed() {
-            Ok(())
-        } else {
-            Err(Denied::new(Nanos::from_duration(decision.retry_after())).into())
-        }
+        Ok(self.decide_key(key, cost)?.into_check()?)
     }
 
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
@@ -643,24 +644,13 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
             shard.overflows += 1;
             return match self.overflow {
                 Overflow::Allow => decision,
-                _ => {
-                    let retry = shard
-                        .order
-                        .iter()
-                        .find(|&&(stamp, key)| {
-                            shard.logs.get(&key).and_then(Log::newest) == Some(stamp)
-                        })
-                        .map_or(0, |&(stamp, _)| {
-                            (stamp + self.config.period).saturating_sub(now.as_nanos())
-                        });
-                    Decision::new(
-                        false,
-                        0,
-                        Nanos::from_nanos(retry),
-                        Nanos::ZERO,
-                        self.config.limit,
-                    )
-                }
+                _ => Decision::new(
+                    false,
+                    0,
+                    shard.time_to_room(&self.config, now),
+                    Nanos::ZERO,
+                    self.config.limit,
+                ),
             };
         }
         let stamp = log.newest().unwrap_or(0);

@@ -110,8 +110,9 @@ fn flood(policy: Overflow) -> (Vec<u64>, u64) {
     (admitted_at, allocated)
 }
 
-/// The hot key is admitted exactly at 0 s, 2.5 s, 5 s, ... 7.5 s... (every 2.5 s of the 10 s
-/// flood, 10 000 ms in all, asked every 1 ms): 0, 2500, 5000, 7500: four times, never early.
+/// The hot key (one per 2.5 s, burst 1) asks every millisecond of the 10 s flood: it is admitted
+/// at 0 ms and then each time its schedule allows, 2 500 ms later: at 0, 2 500, 5 000 and
+/// 7 500 ms, four times, never early.
 fn check_hot(policy: Overflow) {
     let (admitted_at, allocated) = flood(policy);
     assert_eq!(admitted_at, vec![0, 2_500, 5_000, 7_500], "{policy:?}");

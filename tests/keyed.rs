@@ -113,33 +113,57 @@ proptest! {
     /// key's state is equivalent to fresh, so every decision still equals its reference model's.
     #[test]
     fn reuse_under_monotone_time_is_exact(seed in any::<u64>(), ops in prop::collection::vec((0u16..600, 0u16..40, 1u64..4), 1..2_000)) {
-        let quota = Quota::per_second(2).unwrap();
-        let clock = ManualClock::new();
-        // 64 keys of capacity for up to 600 distinct keys: groups fill, idle slots get reused.
-        let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
-            .capacity(64)
-            .overflow(Overflow::Allow)
-            .clock(&clock)
-            .hasher(seeded(seed))
-            .build::<u16>()
-            .unwrap();
-        let mut models: HashMap<u16, VirtualScheduling> = HashMap::new();
-        let mut overflows = 0u64;
-        for &(key, step_ms, cost) in &ops {
-            clock.advance(Duration::from_millis(step_ms as u64));
-            let before = keyed.stats().overflows;
-            let got = keyed.check_key_n(&key, cost).is_ok();
-            if keyed.stats().overflows > before {
-                // Allowed unrecorded: the model does not see it either.
-                overflows += 1;
-                prop_assert!(got);
-                continue;
-            }
-            let want = models.entry(key).or_insert_with(|| VirtualScheduling::new(&quota)).decide(clock.now(), cost).allowed;
-            prop_assert_eq!(got, want);
-        }
-        prop_assert_eq!(keyed.stats().overflows, overflows);
+        monotone_replay(seed, &ops)?;
     }
+}
+
+/// Replays `ops` (key, clock step in ms, cost) with time moving forwards only, through a table of
+/// 64 keys' capacity for up to 600 distinct keys (groups fill, idle slots get reused, overflows
+/// are allowed unrecorded), checking every recorded decision against a reference model per key.
+/// Returns the number of slot reuses.
+fn monotone_replay(seed: u64, ops: &[(u16, u16, u64)]) -> Result<u64, TestCaseError> {
+    let quota = Quota::per_second(2).unwrap();
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
+        .capacity(64)
+        .overflow(Overflow::Allow)
+        .clock(&clock)
+        .hasher(seeded(seed))
+        .build::<u16>()
+        .unwrap();
+    let mut models: HashMap<u16, VirtualScheduling> = HashMap::new();
+    let mut overflows = 0u64;
+    for &(key, step_ms, cost) in ops {
+        clock.advance(Duration::from_millis(step_ms as u64));
+        let before = keyed.stats().overflows;
+        let got = keyed.check_key_n(&key, cost).is_ok();
+        if keyed.stats().overflows > before {
+            // Allowed unrecorded: the model does not see it either.
+            overflows += 1;
+            prop_assert!(got);
+            continue;
+        }
+        let want = models
+            .entry(key)
+            .or_insert_with(|| VirtualScheduling::new(&quota))
+            .decide(clock.now(), cost)
+            .allowed;
+        prop_assert_eq!(got, want);
+    }
+    let stats = keyed.stats();
+    prop_assert_eq!(stats.overflows, overflows);
+    Ok(stats.reuses)
+}
+
+/// The property above exercises reuse: on a fixed long sequence, idle slots are reused many
+/// times, and every decision still matches.
+#[test]
+fn monotone_replay_reuses_slots() {
+    let ops: Vec<(u16, u16, u64)> = (0..5_000u64)
+        .map(|i| (((i * 7919) % 600) as u16, (i % 40) as u16, 1 + i % 3))
+        .collect();
+    let reuses = monotone_replay(9, &ops).unwrap();
+    assert!(reuses > 1_000, "{reuses} reuses");
 }
 
 #[test]

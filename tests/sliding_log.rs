@@ -127,26 +127,48 @@ fn eviction_spares_logs_at_their_limit() {
 
 #[test]
 fn memory_stays_bounded_under_a_key_flood() {
+    // 5 per hour, a new key every 50 ms: logs go idle an hour (72 000 keys) after they are
+    // written, so the table fills within its first thousand keys, denies new keys until the
+    // first logs go idle, then turns over by reusing idle logs. Deterministic: a manual clock and
+    // a seeded hasher.
     let clock = ManualClock::new();
     let limit = 5;
     let log = KeyedSlidingLog::builder(&Quota::per_hour(limit).unwrap())
         .capacity(1_000)
+        .threads(2) // 8 shards of 125 keys, on any machine
         .clock(&clock)
+        .hasher(ahash::RandomState::with_seeds(5, 6, 7, 8))
         .build::<u64>()
         .unwrap();
-    let mut most = 0;
-    for key in 0..200_000u64 {
+    let (mut first_hour, mut later) = (0, 0);
+    for key in 0..300_000u64 {
         let _ = log.check_key_n(&key, 1 + key % limit);
         clock.advance(Duration::from_millis(50));
-        if key % 1_000 == 0 {
-            most = most.max(log.memory());
-            assert!(log.stats().occupied <= 1_000);
+        if key % 500 == 0 {
+            let memory = log.memory();
+            if key < 100_000 {
+                first_hour = first_hour.max(memory);
+            } else {
+                later = later.max(memory);
+            }
+            let stats = log.stats();
+            assert!(stats.occupied <= stats.slots);
         }
     }
-    // At most `capacity` logs of at most `limit` entries each, plus the maps.
+    // Every log goes idle exactly an hour after it was written and its room goes to the next
+    // key of its shard: the 1 000 logs written while the table filled (in its first minute) are
+    // replaced at 1 h, their successors at 2 h, 3 h and 4 h; the run lasts 300 000 × 50 ms =
+    // 4.17 h, so exactly 4 × 1 000 reuses, and every other key found no room.
+    let stats = log.stats();
+    assert_eq!(
+        (stats.slots, stats.occupied, stats.reuses),
+        (1_000, 1_000, 4_000)
+    );
+    assert_eq!(stats.overflows, 300_000 - 1_000 - 4_000);
+    // Turning the table over two more times allocated no more than filling it did.
     assert!(
-        most < 1_000 * (64 + 16 * limit as usize) * 2,
-        "{most} bytes"
+        later <= first_hour,
+        "{later} bytes later, {first_hour} in the first hour"
     );
 }
 

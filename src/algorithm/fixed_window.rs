@@ -143,14 +143,9 @@ impl Algorithm for FixedWindow {
 
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
         let (at, count) = self.view(state, now);
-        let (allowed, count, new) = match self.transition(state, now, cost) {
-            Transition::Allow { state: new } => (true, count + cost, new),
-            Transition::Deny { .. } => (false, count, state),
-        };
-        let retry_after = match (allowed, cost > self.limit) {
-            (true, _) => Nanos::ZERO,
-            (false, true) => Nanos::MAX,
-            (false, false) => self.until_next_window(&at),
+        let (allowed, retry_after, count, new) = match self.transition(state, now, cost) {
+            Transition::Allow { state: new } => (true, Nanos::ZERO, count + cost, new),
+            Transition::Deny { retry_after } => (false, retry_after, count, state),
         };
         let reset_after = if count > 0 {
             self.until_next_window(&at)

@@ -102,12 +102,6 @@ mod sealed {
     impl Sealed for super::FixedWindow {}
 }
 
-/// `ceil(a / b)` for `b > 0`, in u128 (window arithmetic multiplies counts by periods).
-#[inline]
-fn div_ceil_u128(a: u128, b: u128) -> u128 {
-    a.div_ceil(b)
-}
-
 /// The number of bits needed to hold every count from 0 to `limit`.
 const fn count_bits(limit: u64) -> u32 {
     u64::BITS - limit.leading_zeros()

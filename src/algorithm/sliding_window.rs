@@ -45,7 +45,7 @@
 //! early request is never admitted where a later one would not be.
 
 use super::window::{position, Layout, Position};
-use super::{div_ceil_u128, Algorithm, Transition};
+use super::{Algorithm, Transition};
 use crate::clock::Nanos;
 use crate::decision::Decision;
 use crate::quota::{Quota, QuotaError};
@@ -152,7 +152,7 @@ impl SlidingWindow {
 
     /// The cost that still fits at the view's instant: `limit − cur − ⌈prev × (P − e) / P⌉`.
     fn remaining(&self, view: &View) -> u64 {
-        let weighted = div_ceil_u128(self.weighted_prev(view), self.period as u128) as u64;
+        let weighted = self.weighted_prev(view).div_ceil(self.period as u128) as u64;
         self.limit.saturating_sub(view.cur).saturating_sub(weighted)
     }
 
