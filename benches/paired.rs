@@ -99,6 +99,25 @@ fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -
     })
 }
 
+/// Nanoseconds per check over `CALLS` checks of the keys in `keys` through
+/// [`KeyedRateLimiter::check_keys`], in batches of 64 consecutive keys, continuing at `*at`.
+fn time_batches(keys: &[u64], at: &mut usize, limiter: &KeyedRateLimiter<u64>) -> f64 {
+    const BATCH: usize = 64;
+    let start = Instant::now();
+    let mut done = 0;
+    while done < CALLS {
+        if *at + BATCH > keys.len() {
+            *at = 0;
+        }
+        for decision in limiter.check_keys(&keys[*at..*at + BATCH]) {
+            black_box(decision.is_ok());
+        }
+        *at += BATCH;
+        done += BATCH as u64;
+    }
+    start.elapsed().as_nanos() as f64 / done as f64
+}
+
 /// Tollgate's and governor's keyed limiters over `keys` keys, both holding every key, compared
 /// on the same sequence.
 fn keyed(label: &str, keys: u64, zipf: bool) {
@@ -123,6 +142,11 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     paired(
         &format!("keyed {label}: tollgate / governor"),
         || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
+        || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
+    );
+    paired(
+        &format!("keyed {label}: tollgate check_keys (batches of 64) / governor"),
+        || time_batches(&seq, &mut a, &tollgate),
         || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
     );
 }

@@ -122,7 +122,7 @@
 //! that can never fit is an [`InsufficientCapacity`] error distinct from a denial, a cost of 0 is
 //! a peek, and clocks that jump backwards are decided conservatively (see [`clock`]).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 pub mod algorithm;
@@ -139,7 +139,7 @@ mod sync;
 pub use algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
 pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
-pub use keyed::{DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter};
+pub use keyed::{CheckKeys, DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
 pub use sliding_log::{KeyedSlidingLog, SlidingLog, SlidingLogBuilder};

@@ -28,6 +28,27 @@ pub(crate) fn backoff() {
     loom::thread::yield_now();
 }
 
+/// Starts bringing the cache line holding `slot` towards this core, without waiting for it.
+///
+/// The one `unsafe` block of the crate: `paired` measured `check_keys` over a million keys at
+/// 0.22 of governor's time per check with it, and 0.45 with a safe relaxed load in its place
+/// (a load that misses holds up retirement; a prefetch retires at once).
+#[inline]
+pub(crate) fn prefetch(slot: &AtomicU128) {
+    #[cfg(all(target_arch = "x86_64", not(tollgate_loom)))]
+    #[allow(unsafe_code)]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86-64 CPU has (it is in the target's
+    // baseline). A prefetch is a hint: it never faults and has no effect visible to the program,
+    // whatever the address; this one is a valid reference anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (slot as *const AtomicU128).cast(),
+        )
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(tollgate_loom))))]
+    let _ = slot;
+}
+
 /// A 128-bit atomic for loom, which has none: a loom `AtomicU64` holding a handle to an interned
 /// 128-bit value.
 ///

@@ -401,3 +401,40 @@ fn many_threads_exact_counts_per_key() {
         "one slot per key"
     );
 }
+
+/// `check_keys` decides exactly as `check_key` called on each key in turn at the same time,
+/// across chunk boundaries, with repeated keys and with keys that overflow a tiny table.
+#[test]
+fn check_keys_decides_as_check_key_in_turn() {
+    use tollgate::{Gcra, ManualClock, Overflow};
+    let build = || {
+        KeyedRateLimiter::builder(Gcra::from(Quota::per_second(3).unwrap()))
+            .capacity(20)
+            .overflow(Overflow::Deny)
+            .clock(ManualClock::new())
+            .hasher(seeded(3))
+            .build::<u64>()
+            .unwrap()
+    };
+    let (batched, single) = (build(), build());
+    let mut x = 0x1234_5678_9ABC_DEF1u64;
+    for round in 0..200 {
+        let keys: Vec<u64> = (0..(round % 41))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % 60
+            })
+            .collect();
+        let got: Vec<_> = batched.check_keys(&keys).collect();
+        let want: Vec<_> = keys.iter().map(|k| single.check_key(k)).collect();
+        assert_eq!(got, want, "round {round}");
+        assert_eq!(batched.stats(), single.stats());
+        batched
+            .clock()
+            .advance(std::time::Duration::from_millis(97));
+        single.clock().advance(std::time::Duration::from_millis(97));
+    }
+    assert!(batched.stats().overflows > 0 && batched.stats().reuses > 0);
+}

@@ -55,7 +55,9 @@ use crossbeam_utils::CachePadded;
 
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
-use crate::sync::{backoff, fence, AtomicU128, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use crate::sync::{
+    backoff, fence, prefetch, AtomicU128, AtomicU64, Ordering::Relaxed, Ordering::SeqCst,
+};
 
 /// Slots per probe group: 8 × 16 bytes, one 128-byte-aligned pair of cache lines (the adjacent
 /// lines that x86's spatial prefetcher fetches together). Loom models use 2, to keep tiny tables
@@ -389,37 +391,46 @@ impl Table {
         &self.shards[probe.shard]
     }
 
-    /// Looks for the key's live slot: the first group, then the second, each from the key's
-    /// starting slot, stopping at the key. The second group's starting slot is loaded before the
-    /// first group is scanned, so that its cache line is on its way if the key is not in the first
-    /// group (that case then costs one memory latency, not two).
+    /// Looks for the key's live slot, stopping at it: the two groups in turn, each from the key's
+    /// starting slot (`first[a]`, `second[b]`, `first[a + 1]`, ...).
+    ///
+    /// A key is inserted at the first free slot from its start in the less loaded of its groups,
+    /// so it is usually at or just after the start of either group: taking the groups in turn
+    /// finds it after 2 loads on average at the default load, where a whole first group before
+    /// the second takes 5. Both groups' starting slots are loaded first, so that a key in a table
+    /// larger than the caches costs one memory latency, not two.
     #[inline]
     fn find(&self, probe: &Probe) -> Option<(&AtomicU128, u128)> {
         let live = |word: u128| tag_of(word) == probe.tag && state_of(word) != RESERVED;
         let [first, second] = probe.groups.map(|g| &self.groups[g].slots);
         let [a, b] = probe.start;
-        let early = second[b].load(Relaxed);
-        for j in 0..GROUP {
-            let slot = &first[(a + j) % GROUP];
-            let word = slot.load(Relaxed);
-            if live(word) {
-                return Some((slot, word));
-            }
-        }
         if probe.group_count() == 1 {
-            return None;
+            return (0..GROUP)
+                .map(|j| &first[(a + j) % GROUP])
+                .map(|slot| (slot, slot.load(Relaxed)))
+                .find(|&(_, word)| live(word));
         }
-        if live(early) {
-            return Some((&second[b], early));
-        }
-        for j in 1..GROUP {
-            let slot = &second[(b + j) % GROUP];
-            let word = slot.load(Relaxed);
-            if live(word) {
-                return Some((slot, word));
+        for j in 0..GROUP {
+            for slot in [&first[(a + j) % GROUP], &second[(b + j) % GROUP]] {
+                let word = slot.load(Relaxed);
+                if live(word) {
+                    return Some((slot, word));
+                }
             }
         }
         None
+    }
+
+    /// Starts fetching the cache lines where `hash`'s key is looked for first (the starting slot
+    /// of each of its two groups), without waiting for them. Prefetching a batch of keys before
+    /// deciding any of them overlaps their cache misses: the batch costs about one memory latency
+    /// in all, not one per key.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let probe = self.probe(hash);
+        for g in 0..probe.group_count() {
+            prefetch(&self.groups[probe.groups[g]].slots[probe.start[g]]);
+        }
     }
 
     /// The state of `hash`'s key, or the fresh word if it has none: for peeks, which never insert.
