@@ -542,7 +542,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// two calls. Nothing is checked until the iterator is advanced.
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a
-    /// fraction of one per key (see `benches/README.md`).
+    /// fraction of one per key (measured: over a million keys, 0.22 of governor's time per check; the
+    /// crate README gives the figures and the command).
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
