@@ -715,36 +715,6 @@ pub struct CheckKeys<'a, K: ?Sized, A, C, S, I> {
     len: usize,
 }
 
-impl<'k, K, A, C, S, I, Q> CheckKeys<'_, K, A, C, S, I>
-where
-    K: ?Sized + Borrow<Q>,
-    A: Algorithm,
-    C: Clock,
-    S: BuildHasher,
-    I: Iterator<Item = &'k Q>,
-    Q: Hash + ?Sized + 'k,
-{
-    /// Decides the next chunk of keys. `false` when there are no keys left.
-    fn refill(&mut self) -> bool {
-        let limiter = self.limiter;
-        let mut hashes = [0u64; BATCH];
-        let mut len = 0;
-        for key in self.keys.by_ref().take(BATCH) {
-            let hash = limiter.hasher.hash_one(key);
-            limiter.table.prefetch(hash);
-            hashes[len] = hash;
-            len += 1;
-        }
-        // One reading for the chunk, taken after the prefetches are on their way.
-        let now = limiter.clock.now();
-        for (result, &hash) in self.results.iter_mut().zip(&hashes[..len]) {
-            *result = limiter.apply_at(&limiter.algorithm, hash, 1, now);
-        }
-        (self.next, self.len) = (0, len);
-        len > 0
-    }
-}
-
 impl<'k, K, A, C, S, I, Q> Iterator for CheckKeys<'_, K, A, C, S, I>
 where
     K: ?Sized + Borrow<Q>,
@@ -758,8 +728,26 @@ where
 
     #[inline]
     fn next(&mut self) -> Option<Result<(), Denied>> {
-        if self.next == self.len && !self.refill() {
-            return None;
+        if self.next == self.len {
+            // Decide the next chunk: hash and prefetch its keys, then one clock reading, taken
+            // after the prefetches are on their way, for all of them.
+            let limiter = self.limiter;
+            let mut hashes = [0u64; BATCH];
+            let mut len = 0;
+            for key in self.keys.by_ref().take(BATCH) {
+                let hash = limiter.hasher.hash_one(key);
+                limiter.table.prefetch(hash);
+                hashes[len] = hash;
+                len += 1;
+            }
+            if len == 0 {
+                return None;
+            }
+            let now = limiter.clock.now();
+            for (result, &hash) in self.results.iter_mut().zip(&hashes[..len]) {
+                *result = limiter.apply_at(&limiter.algorithm, hash, 1, now);
+            }
+            (self.next, self.len) = (0, len);
         }
         self.next += 1;
         Some(self.results[self.next - 1])

@@ -395,10 +395,10 @@ impl Table {
     /// starting slot (`first[a]`, `second[b]`, `first[a + 1]`, ...).
     ///
     /// A key is inserted at the first free slot from its start in the less loaded of its groups,
-    /// so it is usually at or just after the start of either group: taking the groups in turn
-    /// finds it after 2 loads on average at the default load, where a whole first group before
-    /// the second takes 5. Both groups' starting slots are loaded first, so that a key in a table
-    /// larger than the caches costs one memory latency, not two.
+    /// so it is usually at or just after the start of either group: taking the groups in turn,
+    /// a key of the second group no longer waits for the first group's eight loads. The two
+    /// starting slots are loaded back to back and independently, so a key at either start in a
+    /// table larger than the caches costs one memory latency, not two.
     #[inline]
     fn find(&self, probe: &Probe) -> Option<(&AtomicU128, u128)> {
         let live = |word: u128| tag_of(word) == probe.tag && state_of(word) != RESERVED;
