@@ -9,7 +9,7 @@ use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::quota::{Quota, QuotaError};
-use crate::store::{CapacityError, KeyedStats, Overflow, Overflowed, Table};
+use crate::store::{CapacityError, KeyedStats, Overflow, Overflowed, Probe, Table};
 
 /// The default hasher: ahash, seeded at random for each limiter, so that nobody can aim keys at
 /// one probe group.
@@ -395,7 +395,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.apply(&self.algorithm, self.hasher.hash_one(key), 1)
+        self.apply(&self.algorithm, self.probe(key), 1)
     }
 
     /// Admits a request of `cost` units for `key`, all or nothing.
@@ -422,7 +422,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         if cost > capacity {
             return Err(InsufficientCapacity::new(cost, capacity).into());
         }
-        Ok(self.apply(&self.algorithm, self.hasher.hash_one(key), cost)?)
+        Ok(self.apply(&self.algorithm, self.probe(key), cost)?)
     }
 
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
@@ -448,7 +448,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.decide_with(&self.algorithm, self.hasher.hash_one(key), cost)
+        self.decide_with(&self.algorithm, self.probe(key), cost)
     }
 
     /// The key's state as it stands, without changing it (and without inserting the key): the
@@ -467,7 +467,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let state = self.table.state(self.hasher.hash_one(key));
+        let state = self.table.state(&self.probe(key));
         self.algorithm.decide(state, self.clock.now(), 0).0
     }
 
@@ -568,17 +568,27 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         }
     }
 
+    /// Where `key` lives in the table: its one hash, turned into tag, shard, groups and starts.
+    #[inline]
+    fn probe<Q>(&self, key: &Q) -> Probe
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.table.probe(self.hasher.hash_one(key))
+    }
+
     /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
     #[inline]
-    fn apply<B: Algorithm>(&self, algorithm: &B, hash: u64, cost: u64) -> Result<(), Denied> {
-        self.apply_at(algorithm, hash, cost, self.clock.now())
+    fn apply<B: Algorithm>(&self, algorithm: &B, probe: Probe, cost: u64) -> Result<(), Denied> {
+        self.apply_at(algorithm, &probe, cost, self.clock.now())
     }
 
     #[inline]
     fn apply_at<B: Algorithm>(
         &self,
         algorithm: &B,
-        hash: u64,
+        probe: &Probe,
         cost: u64,
         now: Nanos,
     ) -> Result<(), Denied> {
@@ -586,7 +596,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             Transition::Allow { state } => (Ok(()), state),
             Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), state),
         };
-        match self.table.update(hash, algorithm, now, self.overflow, step) {
+        match self
+            .table
+            .update(probe, algorithm, now, self.overflow, step)
+        {
             Ok(outcome) => outcome,
             Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
             Err(Overflowed { retry_after, .. }) => Err(Denied::new(retry_after)),
@@ -596,7 +609,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     fn decide_with<B: Algorithm>(
         &self,
         algorithm: &B,
-        hash: u64,
+        probe: Probe,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
         let capacity = algorithm.capacity();
@@ -606,7 +619,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         let now = self.clock.now();
         let step = |state| algorithm.decide(state, now, cost);
         Ok(
-            match self.table.update(hash, algorithm, now, self.overflow, step) {
+            match self
+                .table
+                .update(&probe, algorithm, now, self.overflow, step)
+            {
                 Ok(decision) => decision,
                 Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
                 Err(Overflowed { retry_after, .. }) => {
@@ -658,7 +674,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         if cost > capacity {
             return Err(InsufficientCapacity::new(cost, capacity).into());
         }
-        Ok(self.apply(quota, self.hasher.hash_one(key), cost)?)
+        Ok(self.apply(quota, self.probe(key), cost)?)
     }
 
     /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own.
@@ -683,7 +699,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.decide_with(quota, self.hasher.hash_one(key), cost)
+        self.decide_with(quota, self.probe(key), cost)
     }
 }
 
@@ -732,20 +748,20 @@ where
             // Decide the next chunk: hash and prefetch its keys, then one clock reading, taken
             // after the prefetches are on their way, for all of them.
             let limiter = self.limiter;
-            let mut hashes = [0u64; BATCH];
+            let mut probes = [Probe::default(); BATCH];
             let mut len = 0;
             for key in self.keys.by_ref().take(BATCH) {
-                let hash = limiter.hasher.hash_one(key);
-                limiter.table.prefetch(hash);
-                hashes[len] = hash;
+                let probe = limiter.probe(key);
+                limiter.table.prefetch(&probe);
+                probes[len] = probe;
                 len += 1;
             }
             if len == 0 {
                 return None;
             }
             let now = limiter.clock.now();
-            for (result, &hash) in self.results.iter_mut().zip(&hashes[..len]) {
-                *result = limiter.apply_at(&limiter.algorithm, hash, 1, now);
+            for (result, probe) in self.results.iter_mut().zip(&probes[..len]) {
+                *result = limiter.apply_at(&limiter.algorithm, probe, 1, now);
             }
             (self.next, self.len) = (0, len);
         }

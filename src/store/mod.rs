@@ -59,5 +59,5 @@ mod cell;
 mod table;
 
 pub(crate) use cell::StateCell;
-pub(crate) use table::{prev_power_of_two, Overflowed, Table};
+pub(crate) use table::{prev_power_of_two, Overflowed, Probe, Table};
 pub use table::{CapacityError, KeyedStats, Overflow};

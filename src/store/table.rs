@@ -138,8 +138,11 @@ struct ShardStats {
 /// A key is inserted at the first free slot of its group counting from its starting slot, and
 /// looked up in the same order, so it is usually found within the first loads rather than half a
 /// group in.
-#[derive(Clone, Copy, Debug)]
-struct Probe {
+///
+/// Computed once per key and call ([`Table::probe`]); a batch keeps each key's probe from its
+/// prefetch to its decision.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Probe {
     tag: u64,
     shard: usize,
     groups: [usize; 2],
@@ -342,8 +345,9 @@ impl Table {
             + core::mem::size_of::<Table>()
     }
 
+    /// Where the key with `hash` lives.
     #[inline]
-    fn probe(&self, hash: u64) -> Probe {
+    pub(crate) fn probe(&self, hash: u64) -> Probe {
         let tag = hash.max(1);
         let gps = self.groups_per_shard as u64;
         // Shard from the high bits (a power of two, so this is `hash >> (64 - bits)`).
@@ -421,25 +425,24 @@ impl Table {
         None
     }
 
-    /// Starts fetching the cache lines where `hash`'s key is looked for first (the starting slot
-    /// of each of its two groups), without waiting for them. Prefetching a batch of keys before
-    /// deciding any of them overlaps their cache misses: the batch costs about one memory latency
-    /// in all, not one per key.
+    /// Starts fetching the cache lines where the probe's key is looked for first (the starting
+    /// slot of each of its two groups), without waiting for them. Prefetching a batch of keys
+    /// before deciding any of them overlaps their cache misses: the batch costs about one memory
+    /// latency in all, not one per key.
     #[inline]
-    pub(crate) fn prefetch(&self, hash: u64) {
-        let probe = self.probe(hash);
+    pub(crate) fn prefetch(&self, probe: &Probe) {
         for g in 0..probe.group_count() {
             prefetch(&self.groups[probe.groups[g]].slots[probe.start[g]]);
         }
     }
 
-    /// The state of `hash`'s key, or the fresh word if it has none: for peeks, which never insert.
-    pub(crate) fn state(&self, hash: u64) -> u64 {
-        let probe = self.probe(hash);
-        self.find(&probe).map_or(0, |(_, word)| state_of(word))
+    /// The state of the probe's key, or the fresh word if it has none: for peeks, which never
+    /// insert.
+    pub(crate) fn state(&self, probe: &Probe) -> u64 {
+        self.find(probe).map_or(0, |(_, word)| state_of(word))
     }
 
-    /// Applies `step` to the state of `hash`'s key, inserting the key if it is absent and `step`
+    /// Applies `step` to the state of the probe's key, inserting the key if it is absent and `step`
     /// writes. `step` returns the caller's outcome and the word to store (its argument when nothing
     /// changes); it may be called several times, always with the current state.
     ///
@@ -450,13 +453,13 @@ impl Table {
     #[inline]
     pub(crate) fn update<A: Algorithm, T>(
         &self,
-        hash: u64,
+        probe: &Probe,
         algorithm: &A,
         now: Nanos,
         policy: Overflow,
         mut step: impl FnMut(u64) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
-        let probe = self.probe(hash);
+        let probe = *probe;
         let mut patience = PATIENCE;
         loop {
             // The common case: the key is there. Stop at it.
