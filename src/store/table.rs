@@ -459,10 +459,31 @@ impl Table {
         policy: Overflow,
         mut step: impl FnMut(u64) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
+        // The common case, kept small enough to inline into the caller: the key is there, and
+        // its compare-and-swap loop decides.
+        if let Some((slot, word)) = self.find(probe) {
+            if let Some(outcome) = self.decide(slot, word, probe.tag, &mut step) {
+                return Ok(outcome);
+            }
+        }
+        self.update_slow(probe, algorithm, now, policy, step)
+    }
+
+    /// [`update`](Table::update) for a key that is absent, or whose slot went to another key
+    /// under it: look again, then insert.
+    #[inline(never)]
+    fn update_slow<A: Algorithm, T>(
+        &self,
+        probe: &Probe,
+        algorithm: &A,
+        now: Nanos,
+        policy: Overflow,
+        mut step: impl FnMut(u64) -> (T, u64),
+    ) -> Result<T, Overflowed<T>> {
         let probe = *probe;
         let mut patience = PATIENCE;
         loop {
-            // The common case: the key is there. Stop at it.
+            // The key may have been published since the caller looked: stop at it.
             if let Some((slot, word)) = self.find(&probe) {
                 match self.decide(slot, word, probe.tag, &mut step) {
                     Some(outcome) => return Ok(outcome),
