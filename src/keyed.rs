@@ -565,6 +565,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             results: [Ok(()); BATCH],
             next: 0,
             len: 0,
+            probes: [[Probe::default(); BATCH]; 2],
+            ahead: 0,
+            ahead_len: 0,
+            started: false,
         }
     }
 
@@ -729,6 +733,38 @@ pub struct CheckKeys<'a, K: ?Sized, A, C, S, I> {
     results: [Result<(), Denied>; BATCH],
     next: usize,
     len: usize,
+    /// Two chunks of probes: the current chunk's, and the next one's (`probes[ahead]`, the first
+    /// `ahead_len`), whose cache lines are on their way while the current chunk is decided.
+    probes: [[Probe; BATCH]; 2],
+    ahead: usize,
+    ahead_len: usize,
+    /// Whether the first chunk has been read ahead.
+    started: bool,
+}
+
+impl<'k, K, A, C, S, I, Q> CheckKeys<'_, K, A, C, S, I>
+where
+    K: ?Sized + Borrow<Q>,
+    A: Algorithm,
+    C: Clock,
+    S: BuildHasher,
+    I: Iterator<Item = &'k Q>,
+    Q: Hash + ?Sized + 'k,
+{
+    /// Hashes the next chunk of keys into `probes[ahead]` and starts fetching their cache lines.
+    #[inline]
+    fn read_ahead(&mut self) {
+        let limiter = self.limiter;
+        let probes = &mut self.probes[self.ahead];
+        let mut len = 0;
+        for key in self.keys.by_ref().take(BATCH) {
+            let probe = limiter.probe(key);
+            limiter.table.prefetch(&probe);
+            probes[len] = probe;
+            len += 1;
+        }
+        self.ahead_len = len;
+    }
 }
 
 impl<'k, K, A, C, S, I, Q> Iterator for CheckKeys<'_, K, A, C, S, I>
@@ -745,22 +781,24 @@ where
     #[inline]
     fn next(&mut self) -> Option<Result<(), Denied>> {
         if self.next == self.len {
-            // Decide the next chunk: hash and prefetch its keys, then one clock reading, taken
-            // after the prefetches are on their way, for all of them.
-            let limiter = self.limiter;
-            let mut probes = [Probe::default(); BATCH];
-            let mut len = 0;
-            for key in self.keys.by_ref().take(BATCH) {
-                let probe = limiter.probe(key);
-                limiter.table.prefetch(&probe);
-                probes[len] = probe;
-                len += 1;
+            // Decide the chunk read ahead, reading the one after it first: its prefetches then
+            // have a whole chunk's decisions to arrive in, where the first keys of a chunk would
+            // otherwise wait out a full memory latency.
+            if !self.started {
+                self.started = true;
+                self.read_ahead();
             }
-            if len == 0 {
+            if self.ahead_len == 0 {
                 return None;
             }
+            let (current, len) = (self.ahead, self.ahead_len);
+            self.ahead ^= 1;
+            self.read_ahead();
+            // One clock reading for the whole chunk, taken after its lines were requested.
+            let limiter = self.limiter;
             let now = limiter.clock.now();
-            for (result, probe) in self.results.iter_mut().zip(&probes[..len]) {
+            let chunk = &self.probes[current][..len];
+            for (result, probe) in self.results.iter_mut().zip(chunk) {
                 *result = limiter.apply_at(&limiter.algorithm, probe, 1, now);
             }
             (self.next, self.len) = (0, len);
@@ -770,7 +808,7 @@ where
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.len - self.next;
+        let buffered = self.len - self.next + self.ahead_len;
         let (low, high) = self.keys.size_hint();
         (
             low.saturating_add(buffered),

@@ -427,7 +427,19 @@ fn check_keys_decides_as_check_key_in_turn() {
                 x % 60
             })
             .collect();
-        let got: Vec<_> = batched.check_keys(&keys).collect();
+        // Collected one at a time, checking that the size hint is exact at every step, though
+        // the iterator reads a chunk ahead.
+        let mut decisions = batched.check_keys(&keys);
+        let mut got = Vec::new();
+        loop {
+            let left = keys.len() - got.len();
+            assert_eq!(decisions.size_hint(), (left, Some(left)), "round {round}");
+            match decisions.next() {
+                Some(decision) => got.push(decision),
+                None => break,
+            }
+        }
+        assert!(decisions.next().is_none());
         let want: Vec<_> = keys.iter().map(|k| single.check_key(k)).collect();
         assert_eq!(got, want, "round {round}");
         assert_eq!(batched.stats(), single.stats());
