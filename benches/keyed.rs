@@ -92,10 +92,16 @@ fn keyed(c: &mut Criterion) {
         let tollgate = KeyedRateLimiter::<u64>::gcra(quota(), keys as usize).unwrap();
         let governor = governor::RateLimiter::keyed(governor_quota());
         for k in 0..keys {
-            tollgate.check_key(&k).unwrap();
+            // A table filled to its capacity may overflow on a few keys (fewer than 0.1%, see
+            // the crate docs): they stay absent.
+            let _ = tollgate.check_key(&k);
             governor.check_key(&k).unwrap();
         }
-        assert_eq!(tollgate.stats().overflows, 0);
+        let overflows = tollgate.stats().overflows;
+        assert!(
+            overflows * 1000 < keys,
+            "{overflows} overflows filling {keys} keys"
+        );
         for (dist, sequence) in [
             ("uniform", uniform(keys, SEQUENCE, 3)),
             ("zipf", zipf(keys, SEQUENCE, 4)),
@@ -137,7 +143,7 @@ fn threads(c: &mut Criterion) {
     let keys = 1_000_000u64;
     let limiter = KeyedRateLimiter::<u64>::gcra(quota(), keys as usize).unwrap();
     for k in 0..keys {
-        limiter.check_key(&k).unwrap();
+        let _ = limiter.check_key(&k);
     }
     let mut g = c.benchmark_group("threads");
     for t in [1, cores] {

@@ -118,6 +118,14 @@ fn time_batches(keys: &[u64], at: &mut usize, limiter: &KeyedRateLimiter<u64>) -
     start.elapsed().as_nanos() as f64 / done as f64
 }
 
+/// Says how many keys of a filled table overflowed (and so are absent), if any did.
+fn report_overflows(label: &str, limiter: &KeyedRateLimiter<u64>) {
+    let overflows = limiter.stats().overflows;
+    if overflows > 0 {
+        println!("({label}: {overflows} of the keys overflowed when the table was filled)");
+    }
+}
+
 /// Tollgate's and governor's keyed limiters over `keys` keys, both holding every key, compared
 /// on the same sequence.
 fn keyed(label: &str, keys: u64, zipf: bool) {
@@ -134,9 +142,12 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
     );
     for k in 0..keys {
-        tollgate.check_key(&k).unwrap();
+        // A table filled to its capacity may overflow on a few keys (fewer than 0.1%, see the
+        // crate docs); they stay absent, and are reported.
+        let _ = tollgate.check_key(&k);
         governor.check_key(&k).unwrap();
     }
+    report_overflows(label, &tollgate);
     let seq = sequence(keys, 1 << 22, 7, zipf);
     let (mut a, mut b) = (0, 1 << 21);
     paired(
@@ -232,8 +243,9 @@ fn main() {
         .unwrap();
     let keyed_1m = KeyedRateLimiter::<u64>::gcra(quota, 1_000_000).unwrap();
     for k in 0..1_000_000 {
-        keyed_1m.check_key(&k).unwrap();
+        let _ = keyed_1m.check_key(&k);
     }
+    report_overflows("1M, DRAM comparison", &keyed_1m);
     let slots = keyed_1m.stats().slots.next_power_of_two();
     let chain: Vec<u64> = {
         // A random cycle through every slot, for pointer chasing.
