@@ -535,15 +535,18 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// drained at once), over a table larger than the CPU caches.
     ///
     /// The iterator yields, key by key, the decision [`check_key`](Self::check_key) would give.
-    /// It takes the keys in chunks of up to 16 when it needs them: a chunk's keys are hashed and
-    /// their table lines fetched together, then decided in order at one clock reading, so their
-    /// cache misses overlap instead of following one another. A key repeated within a chunk is
-    /// decided twice, the second time on the state the first decision left, exactly as with
-    /// two calls. Nothing is checked until the iterator is advanced.
+    /// It works in chunks of up to 16 keys: a chunk's keys are hashed and their table lines
+    /// requested together, and the chunk is decided in order at one clock reading while the next
+    /// chunk's lines are on their way, so cache misses overlap instead of following one another.
+    /// A key repeated within a chunk is decided twice, the second time on the state the first
+    /// decision left, exactly as with two calls. Nothing is checked until the iterator is
+    /// advanced, and a key is checked only when its chunk's first decision is asked for; the
+    /// keys themselves are read (and hashed) up to two chunks, 32 keys, ahead of the decisions
+    /// yielded.
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a
-    /// fraction of one per key (measured: over a million keys, 0.22 of governor's time per check; the
-    /// crate README gives the figures and the command).
+    /// fraction of one per key (measured: over a million keys, 0.15 of governor's time per
+    /// check; the crate README gives the figures and the command).
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -707,9 +710,10 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     }
 }
 
-/// How many keys [`KeyedRateLimiter::check_keys`] hashes, prefetches and decides together: enough
-/// to keep a core's outstanding cache misses busy (about 20 on current x86 cores, with up to two
-/// lines per key), few enough that a chunk's hashes and decisions stay in a few cache lines.
+/// How many keys [`KeyedRateLimiter::check_keys`] hashes, prefetches and decides together: with
+/// the next chunk read ahead, enough to cover a memory latency with a chunk's decisions, few
+/// enough that two chunks' probes and one chunk's decisions stay in L1. In development runs, 8
+/// and 32 did no better.
 const BATCH: usize = 16;
 
 /// The decisions of [`KeyedRateLimiter::check_keys`], one per key, in order.
