@@ -546,7 +546,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a
     /// fraction of one per key (measured: over a million keys, 0.15 of governor's time per
-    /// check; the crate README gives the figures and the command).
+    /// check; the crate README gives the figures and the command). A call has a fixed cost (its
+    /// buffers, a clock reading per chunk): in development runs over 100k keys, a batch of one
+    /// key cost about 1.5 `check_key`s, and batches of four or more cost less per key than
+    /// `check_key`.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -556,6 +559,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// let admitted: Vec<bool> = limiter.check_keys(batch).map(|d| d.is_ok()).collect();
     /// assert_eq!(admitted, [true, true, true, false]);
     /// ```
+    #[inline]
     pub fn check_keys<'k, Q, I>(&self, keys: I) -> CheckKeys<'_, K, A, C, S, I::IntoIter>
     where
         I: IntoIterator<Item = &'k Q>,

@@ -147,9 +147,11 @@ struct ShardStats {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Probe {
     tag: u64,
-    shard: usize,
-    groups: [usize; 2],
-    start: [usize; 2],
+    /// Indices kept in 32 bits (a table has at most 2^32 groups, see [`Table::new`]) so that a
+    /// probe is 24 bytes: a batch keeps 32 of them.
+    shard: u32,
+    groups: [u32; 2],
+    start: [u8; 2],
 }
 
 impl Probe {
@@ -161,6 +163,23 @@ impl Probe {
         } else {
             2
         }
+    }
+
+    /// The index of the key's first (`g = 0`) or second group in the table.
+    #[inline]
+    fn group(&self, g: usize) -> usize {
+        self.groups[g] as usize
+    }
+
+    /// The slot the key looks at first in its group `g`.
+    #[inline]
+    fn start(&self, g: usize) -> usize {
+        usize::from(self.start[g])
+    }
+
+    #[inline]
+    fn shard(&self) -> usize {
+        self.shard as usize
     }
 }
 
@@ -275,7 +294,8 @@ pub struct KeyedStats {
 pub enum CapacityError {
     /// A capacity of 0 keys.
     Zero,
-    /// The table for this capacity does not fit in memory (or in the address space).
+    /// The table for this capacity does not fit in memory (or in the address space), or is over
+    /// the limit of 2^32 probe groups (512 GiB of table, about 23 billion keys).
     TooLarge {
         /// The capacity asked for.
         capacity: usize,
@@ -330,6 +350,10 @@ impl Table {
         let shard_count = wanted.min(room);
         let groups_per_shard = groups.div_ceil(shard_count);
         let total = groups_per_shard * shard_count;
+        // Probes keep group indices in 32 bits: 2^32 groups are 512 GiB of table.
+        if total as u64 > 1 << 32 {
+            return Err(too_large());
+        }
         let mut table: Vec<Group> = Vec::new();
         table.try_reserve_exact(total).map_err(|_| too_large())?;
         table.extend((0..total).map(|_| Group::new()));
@@ -364,12 +388,20 @@ impl Table {
             second = (first + 1) % gps;
         }
         let base = shard * self.groups_per_shard;
+        // Every index is below the table's group count, at most 2^32 (`Table::new`): no
+        // truncation.
         Probe {
             tag,
-            shard,
-            groups: [base + first as usize, base + second as usize],
+            shard: shard as u32,
+            groups: [
+                (base + first as usize) as u32,
+                (base + second as usize) as u32,
+            ],
             // Bits 40-47, used by neither the groups nor (below 2^16 shards) the shard.
-            start: [(hash >> 40) as usize % GROUP, (hash >> 44) as usize % GROUP],
+            start: [
+                (hash >> 40) as u8 % GROUP as u8,
+                (hash >> 44) as u8 % GROUP as u8,
+            ],
         }
     }
 
@@ -378,7 +410,7 @@ impl Table {
     #[inline]
     fn slot(&self, probe: &Probe, i: usize) -> &AtomicU128 {
         let g = i / GROUP;
-        &self.groups[probe.groups[g]].slots[(probe.start[g] + i) % GROUP]
+        &self.groups[probe.group(g)].slots[(probe.start(g) + i) % GROUP]
     }
 
     /// Loads every slot of the key's groups. All loads are issued before any is used, so the
@@ -395,7 +427,7 @@ impl Table {
 
     #[inline]
     fn stats(&self, probe: &Probe) -> &ShardStats {
-        &self.shards[probe.shard]
+        &self.shards[probe.shard()]
     }
 
     /// Looks for the key's live slot, stopping at it: the two groups side by side, each from the
@@ -419,8 +451,8 @@ impl Table {
     #[inline]
     fn find(&self, probe: &Probe) -> Option<(&AtomicU128, u128)> {
         let live = |word: u128| tag_of(word) == probe.tag && state_of(word) != RESERVED;
-        let [first, second] = probe.groups.map(|g| &self.groups[g].slots);
-        let [a, b] = probe.start;
+        let [first, second] = [0, 1].map(|g| &self.groups[probe.group(g)].slots);
+        let [a, b] = [0, 1].map(|g| probe.start(g));
         for j in (0..GROUP).step_by(2) {
             let slots = [
                 &first[(a + j) % GROUP],
@@ -451,7 +483,7 @@ impl Table {
     #[inline]
     pub(crate) fn prefetch(&self, probe: &Probe) {
         for g in 0..probe.group_count() {
-            let slots = &self.groups[probe.groups[g]].slots;
+            let slots = &self.groups[probe.group(g)].slots;
             for line in slots.chunks(SLOTS_PER_LINE) {
                 prefetch(&line[0]);
             }
@@ -732,7 +764,7 @@ impl Table {
     #[inline]
     fn position(&self, probe: &Probe, i: usize) -> usize {
         let g = i / GROUP;
-        probe.groups[g] * GROUP + (probe.start[g] + i) % GROUP
+        probe.group(g) * GROUP + (probe.start(g) + i) % GROUP
     }
 
     /// The table's counters, summed over the shards.
@@ -807,12 +839,12 @@ mod tests {
         for k in 0..10_000u64 {
             let h = k.wrapping_mul(0x2545_F491_4F6C_DD1D);
             let p = t.probe(h);
-            for g in p.groups {
-                assert_eq!(g / gps, p.shard);
+            for g in [p.group(0), p.group(1)] {
+                assert_eq!(g / gps, p.shard());
             }
             same += (p.groups[0] == p.groups[1]) as u32;
             assert_eq!(
-                p.shard,
+                p.shard(),
                 (h >> (64 - t.shards.len().trailing_zeros())) as usize
             );
         }
@@ -830,5 +862,14 @@ mod tests {
             Table::new(usize::MAX / 2, 1),
             Err(CapacityError::TooLarge { .. })
         ));
+        // Past 2^32 groups (24 billion keys need 4.4 billion), refused before any allocation.
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(
+            Table::new(24_000_000_000, 1).err(),
+            Some(CapacityError::TooLarge {
+                capacity: 24_000_000_000,
+                bytes: 564_705_882_368,
+            })
+        );
     }
 }
