@@ -30,7 +30,12 @@ enum Step {
     To(u64),
 }
 
-fn replay<A: Algorithm, M: Model + Clone>(algorithm: A, model: M, period: u64, ops: &[(Step, u64)]) {
+fn replay<A: Algorithm, M: Model + Clone>(
+    algorithm: A,
+    model: M,
+    period: u64,
+    ops: &[(Step, u64)],
+) {
     let capacity = algorithm.capacity();
     let unit = (period / 1024).max(1);
     let mut diff = Differential::new(algorithm, model);
@@ -43,7 +48,11 @@ fn replay<A: Algorithm, M: Model + Clone>(algorithm: A, model: M, period: u64, o
         }
         .min(Nanos::MAX.as_nanos());
         // Mostly costs the algorithm can admit, sometimes anything at all.
-        let cost = if cost >> 60 == 0xF { cost } else { cost % (capacity.saturating_add(2)) };
+        let cost = if cost >> 60 == 0xF {
+            cost
+        } else {
+            cost % (capacity.saturating_add(2))
+        };
         if let Err(mismatch) = diff.step(Nanos::from_nanos(now), cost) {
             panic!("{mismatch}");
         }
@@ -53,7 +62,9 @@ fn replay<A: Algorithm, M: Model + Clone>(algorithm: A, model: M, period: u64, o
 fuzz_target!(|input: Input| {
     // Keep limits small enough that the models' per-unit logs stay cheap.
     let limit = input.limit % 100_000 + 1;
-    let Ok(quota) = Quota::new(limit, Duration::from_nanos(input.period_nanos)) else { return };
+    let Ok(quota) = Quota::new(limit, Duration::from_nanos(input.period_nanos)) else {
+        return;
+    };
     let quota = match input.burst {
         Some(burst) => match quota.with_burst(burst % 200_000 + 1) {
             Ok(q) => q,
@@ -63,7 +74,12 @@ fuzz_target!(|input: Input| {
     };
     let period = input.period_nanos;
     let ops = &input.ops[..input.ops.len().min(256)];
-    replay(Gcra::from(quota), VirtualScheduling::new(&quota), period, ops);
+    replay(
+        Gcra::from(quota),
+        VirtualScheduling::new(&quota),
+        period,
+        ops,
+    );
     replay(Gcra::from(quota), TokenBucket::new(&quota), period, ops);
     if let Ok(sw) = SlidingWindow::new(&quota) {
         replay(sw, SlidingWindowCounter::new(&quota), period, ops);
