@@ -450,3 +450,36 @@ fn check_keys_decides_as_check_key_in_turn() {
     }
     assert!(batched.stats().overflows > 0 && batched.stats().reuses > 0);
 }
+
+#[test]
+fn check_keys_ends_at_the_first_none_of_its_keys() {
+    // An iterator that goes on after returning `None`: keys 0, 1, 2, then None, then 3 forever.
+    struct Restarting<'a> {
+        keys: &'a [u64],
+        at: usize,
+    }
+    impl<'a> Iterator for Restarting<'a> {
+        type Item = &'a u64;
+        fn next(&mut self) -> Option<&'a u64> {
+            self.at += 1;
+            match self.at {
+                1..=3 => Some(&self.keys[self.at - 1]),
+                4 => None,
+                _ => Some(&self.keys[3]),
+            }
+        }
+    }
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    let keys = [0, 1, 2, 3];
+    let mut decisions = limiter.check_keys(Restarting { keys: &keys, at: 0 });
+    for _ in 0..3 {
+        assert!(decisions.next().unwrap().is_ok());
+    }
+    assert_eq!(decisions.size_hint(), (0, Some(0)));
+    for _ in 0..3 {
+        assert!(decisions.next().is_none());
+    }
+    // Key 3 was never checked.
+    assert_eq!(limiter.stats().occupied, 3);
+    assert!(limiter.check_key(&3).is_ok());
+}
