@@ -7,6 +7,8 @@
 //!   the least a keyed check can do.
 //! - `{tollgate,governor}/{1M,100k}/{uniform,zipf}`: `check_key` over pre-populated keys, in a
 //!   pre-generated random order (uniform, or Zipf with exponent 1.0), allow path.
+//! - `tollgate-batch/{1M,100k}/{uniform,zipf}`: the same checks through `check_keys`, 64 keys a
+//!   call; time per check.
 //! - `threads/...`: distinct keys from 1 and from every core; time per check per thread.
 //!
 //! Compare ratios from one run: `python3 benches/report.py`.
@@ -16,7 +18,7 @@ mod support;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use portable_atomic::AtomicU128;
@@ -114,6 +116,30 @@ fn keyed(c: &mut Criterion) {
                     black_box(tollgate.check_key(&key))
                 })
             });
+            // `check_keys` over consecutive runs of 64 keys of the same sequence; criterion's
+            // iterations are checks, so the time is per check, as for the others.
+            let mut i = 0usize;
+            g.bench_function(
+                BenchmarkId::new(format!("tollgate-batch/{label}"), dist),
+                |b| {
+                    b.iter_custom(|iters| {
+                        let start = Instant::now();
+                        let mut done = 0;
+                        while done < iters {
+                            let n = (iters - done).min(64) as usize;
+                            if i + n > SEQUENCE {
+                                i = 0;
+                            }
+                            for decision in tollgate.check_keys(&sequence[i..i + n]) {
+                                black_box(decision).ok();
+                            }
+                            i += n;
+                            done += n as u64;
+                        }
+                        start.elapsed()
+                    })
+                },
+            );
             let mut i = 0usize;
             g.bench_function(BenchmarkId::new(format!("governor/{label}"), dist), |b| {
                 b.iter(|| {

@@ -50,6 +50,8 @@ def main():
         for dist in ("uniform", "zipf"):
             ratios.append((f"keyed {size} {dist}: tollgate / governor",
                            f"keyed/tollgate/{size}/{dist}", f"keyed/governor/{size}/{dist}"))
+            ratios.append((f"keyed {size} {dist}: tollgate check_keys / governor",
+                           f"keyed/tollgate-batch/{size}/{dist}", f"keyed/governor/{size}/{dist}"))
     ratios.append(("keyed 1M uniform: tollgate / one DRAM access", "keyed/tollgate/1M/uniform", "keyed/floor/dram"))
     ratios.append(("keyed 1M uniform: tollgate / floor (clock+miss+CAS)", "keyed/tollgate/1M/uniform", "keyed/floor/clock+miss+cas"))
     threads = sorted((n for n in m if n.startswith("threads/tollgate/1M/")), key=lambda n: int(n.rsplit("/", 1)[1][:-1]))
