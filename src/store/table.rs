@@ -177,6 +177,7 @@ impl Probe {
         usize::from(self.start[g])
     }
 
+    /// The key's shard, whose counters its insertions and overflows update.
     #[inline]
     fn shard(&self) -> usize {
         self.shard as usize
@@ -435,9 +436,9 @@ impl Table {
     /// `first[a + 1]`, `second[b + 1]`, then the next two of each, ...).
     ///
     /// A key is inserted at the first free slot from its start in the less loaded of its groups,
-    /// so it is usually at or just after the start of either group: in a table filled to its
-    /// capacity, about 69% of keys sit at a start and 16% one slot further, so the first step
-    /// finds 85%. The four loads of a step are independent (a key at either start costs one
+    /// so it is usually at or just after the start of either group: in a table of 100k keys
+    /// filled to its capacity (counted in one development run), 69% of lookups found the key at
+    /// a start and 16% one slot further, so the first step finds 85%. The four loads of a step are independent (a key at either start costs one
     /// memory latency, not two, in a table larger than the caches), and the step picks among
     /// them without a branch: which of them holds a key is a coin toss that no predictor can
     /// learn. In development runs of a batched check over 1k keys, taking the slots one at a
