@@ -575,7 +575,6 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             probes: [[Probe::default(); BATCH]; 2],
             ahead: 0,
             ahead_len: 0,
-            started: false,
             exhausted: false,
         }
     }
@@ -747,8 +746,6 @@ pub struct CheckKeys<'a, K: ?Sized, A, C, S, I> {
     probes: [[Probe; BATCH]; 2],
     ahead: usize,
     ahead_len: usize,
-    /// Whether the first chunk has been read ahead.
-    started: bool,
     /// Whether `keys` has ended: it is not asked again, so the decisions end at its first `None`
     /// even if it would go on after it.
     exhausted: bool,
@@ -799,8 +796,9 @@ where
             // Decide the chunk read ahead, reading the one after it first: its prefetches then
             // have a whole chunk's decisions to arrive in, where the first keys of a chunk would
             // otherwise wait out a full memory latency.
-            if !self.started {
-                self.started = true;
+            if self.ahead_len == 0 && !self.exhausted {
+                // The first call: nothing read ahead yet. (Later, an empty read-ahead means the
+                // keys have ended.)
                 self.read_ahead();
             }
             if self.ahead_len == 0 {
