@@ -175,13 +175,16 @@ fn main() {
     let sequences: Vec<Vec<u64>> = (0..threads as u64)
         .map(|t| zipf_clients(clients, 1 << 20, 17 + t))
         .collect();
-    let per_client = KeyedRateLimiter::<u64>::gcra(
-        Quota::per_second(100)
-            .and_then(|q| q.with_burst(20))
-            .expect("valid quota"),
-        clients as usize,
-    )
-    .expect("allocates");
+    let per_client_table = || {
+        KeyedRateLimiter::<u64>::gcra(
+            Quota::per_second(100)
+                .and_then(|q| q.with_burst(20))
+                .expect("valid quota"),
+            clients as usize,
+        )
+        .expect("allocates")
+    };
+    let per_client = per_client_table();
     let o = hammer_keys(|c| per_client.check_key(&c).is_ok(), &sequences, duration);
     // Each client that sent anything admits at most its burst plus 100 per second.
     let active = sequences
@@ -202,13 +205,7 @@ fn main() {
     );
     // The same traffic, decided 64 requests at a time with `check_keys`, whose table lookups
     // overlap (a fresh table, so the quota bound is the same).
-    let per_client = KeyedRateLimiter::<u64>::gcra(
-        Quota::per_second(100)
-            .and_then(|q| q.with_burst(20))
-            .expect("valid quota"),
-        clients as usize,
-    )
-    .expect("allocates");
+    let per_client = per_client_table();
     let o = hammer_batches(
         |batch| per_client.check_keys(batch).filter(Result::is_ok).count() as u64,
         &sequences,
