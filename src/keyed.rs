@@ -546,7 +546,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// yielded. The decisions end at the first `None` of `keys`, which is not asked again.
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a
-    /// fraction of one per key (measured: over a million keys, 0.13 of governor's time per
+    /// fraction of one per key (measured: over a million keys, 0.12 of governor's time per
     /// check; the crate README gives the figures and the command). A call has a fixed cost (its
     /// buffers, a clock reading per chunk): in development runs over 100k keys, a batch of one
     /// key cost about 1.5 `check_key`s, and batches of four or more cost less per key than
