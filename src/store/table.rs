@@ -438,10 +438,10 @@ impl Table {
     /// A key is inserted at the first free slot from its start in the less loaded of its groups,
     /// so it is usually at or just after the start of either group: in a table of 100k keys
     /// filled to its capacity (counted in one development run), 69% of lookups found the key at
-    /// a start and 16% one slot further, so the first step finds 85%. The four loads of a step are independent (a key at either start costs one
-    /// memory latency, not two, in a table larger than the caches), and the step picks among
-    /// them without a branch: which of them holds a key is a coin toss that no predictor can
-    /// learn. In development runs of a batched check over 1k keys, taking the slots one at a
+    /// a start and 16% one slot further, so the first step finds 85%. The four loads of a step
+    /// are independent (a key at either start costs one memory latency, not two, in a table
+    /// larger than the caches), and the step picks among them without a branch: which of them
+    /// holds a key is a coin toss that no predictor can learn. In development runs of a batched check over 1k keys, taking the slots one at a
     /// time with a branch on each cost about 27 ns a check, two at a time 23 ns, four at a time
     /// 21 ns, and eight at a time 24 ns (the loads began to cost more than the mispredictions
     /// they saved). A key has at most one live slot, so the order of the scan decides only how
@@ -524,8 +524,8 @@ impl Table {
         self.update_slow(probe, algorithm, now, policy, step)
     }
 
-    /// [`update`](Table::update) for a key that is absent, or whose slot went to another key
-    /// under it: look again, then insert.
+    /// [`update`](Table::update) for a key that [`find`](Table::find) did not find, or whose slot
+    /// went to another key under it: look again at every slot, then insert.
     #[inline(never)]
     fn update_slow<A: Algorithm, T>(
         &self,
@@ -538,19 +538,13 @@ impl Table {
         let probe = *probe;
         let mut patience = PATIENCE;
         loop {
-            // The key may have been published since the caller looked: stop at it.
-            if let Some((slot, word)) = self.find(&probe) {
-                match self.decide(slot, word, probe.tag, &mut step) {
-                    Some(outcome) => return Ok(outcome),
-                    // The slot went to another key (ours was idle): look again.
-                    None => continue,
-                }
-            }
-            // A new key (or one that was just published: the full scan below sees it).
+            // One load of every slot: it finds the key if it was published since the last look,
+            // and otherwise is what the insertion chooses from.
             let scan = self.scan(&probe);
             if let Some(i) = scan.find_live(probe.tag) {
                 match self.decide(self.slot(&probe, i), scan.words[i], probe.tag, &mut step) {
                     Some(outcome) => return Ok(outcome),
+                    // The slot went to another key (ours was idle): look again.
                     None => continue,
                 }
             }
