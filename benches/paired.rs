@@ -100,20 +100,24 @@ fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -
 }
 
 /// Nanoseconds per check over `CALLS` checks of the keys in `keys` through
-/// [`KeyedRateLimiter::check_keys`], in batches of 64 consecutive keys, continuing at `*at`.
-fn time_batches(keys: &[u64], at: &mut usize, limiter: &KeyedRateLimiter<u64>) -> f64 {
-    const BATCH: usize = 64;
+/// [`KeyedRateLimiter::check_keys`], in batches of `batch` consecutive keys, continuing at `*at`.
+fn time_batches(
+    keys: &[u64],
+    at: &mut usize,
+    limiter: &KeyedRateLimiter<u64>,
+    batch: usize,
+) -> f64 {
     let start = Instant::now();
     let mut done = 0;
     while done < CALLS {
-        if *at + BATCH > keys.len() {
+        if *at + batch > keys.len() {
             *at = 0;
         }
-        for decision in limiter.check_keys(&keys[*at..*at + BATCH]) {
+        for decision in limiter.check_keys(&keys[*at..*at + batch]) {
             black_box(decision.is_ok());
         }
-        *at += BATCH;
-        done += BATCH as u64;
+        *at += batch;
+        done += batch as u64;
     }
     start.elapsed().as_nanos() as f64 / done as f64
 }
@@ -157,9 +161,20 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     );
     paired(
         &format!("keyed {label}: tollgate check_keys (batches of 64) / governor"),
-        || time_batches(&seq, &mut a, &tollgate),
+        || time_batches(&seq, &mut a, &tollgate, 64),
         || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
     );
+    if label == "100k uniform" {
+        // What a small batch costs against the same keys checked one by one: a call's fixed
+        // cost (its buffers, a clock reading per chunk) against the overlap it buys.
+        for batch in [1, 4] {
+            paired(
+                &format!("keyed {label}: check_keys (batches of {batch}) / check_key"),
+                || time_batches(&seq, &mut a, &tollgate, batch),
+                || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
+            );
+        }
+    }
 }
 
 fn main() {
