@@ -7,6 +7,17 @@
 //! friends) to its own loom build.
 //!
 //! Nothing else in the crate imports an atomic type directly.
+//!
+//! # Platforms
+//!
+//! The keyed table is lock-free where the CPU has a 128-bit compare-and-swap, which portable-atomic
+//! uses natively: x86-64 (`cmpxchg16b`, detected at run time; every x86-64 CPU since about 2006 has
+//! it), AArch64, s390x, and riscv64 and powerpc64 where the CPU and compiler support it. Elsewhere
+//! (32-bit targets among them) portable-atomic's `fallback` feature, which this crate enables so
+//! that it builds everywhere, serves each 128-bit operation under a lock (one of a global table
+//! of seqlocks, picked by address): the decisions are the same, but keyed checks are no longer
+//! lock-free. Direct limiters use 64-bit
+//! atomics only and are lock-free wherever `AtomicU64` exists.
 
 #[cfg(not(tollgate_loom))]
 pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
@@ -117,5 +128,24 @@ mod loom_u128 {
                 .map(value)
                 .map_err(value)
         }
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    /// The platforms the crate is benchmarked and deployed on serve the keyed table's 128-bit
+    /// words with native instructions, not portable-atomic's lock-based fallback (see
+    /// [Platforms](super#platforms)).
+    #[test]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn slots_are_lock_free() {
+        assert!(super::AtomicU128::is_lock_free());
+    }
+
+    /// And CI's 32-bit leg (`.ci/run` tests on i686) does run the lock-based fallback.
+    #[test]
+    #[cfg(target_arch = "x86")]
+    fn i686_takes_the_fallback() {
+        assert!(!super::AtomicU128::is_lock_free());
     }
 }
