@@ -4,7 +4,8 @@
 //!
 //! - [`StateCell`]: one cache-padded `AtomicU64`, the state of a direct limiter.
 //! - [`Table`]: fixed-size groups of 128-bit `(tag, state)` slots, the states of a keyed limiter
-//!   (its protocol is described in the `table` module).
+//!   (its protocol is described in the `table` module). What happens when a new key finds no room
+//!   ([`Overflow`]) and the table's counters ([`KeyedStats`]) are in the `overflow` module.
 //!
 //! # Orderings
 //!
@@ -56,8 +57,11 @@
 //! to an interned value, so the same orderings and the same fence are what loom checks.
 
 mod cell;
+mod overflow;
 mod table;
 
 pub(crate) use cell::StateCell;
-pub(crate) use table::{prev_power_of_two, Overflowed, Probe, Table};
-pub use table::{CapacityError, KeyedStats, Overflow};
+pub(crate) use overflow::Overflowed;
+pub use overflow::{KeyedStats, Overflow};
+pub use table::CapacityError;
+pub(crate) use table::{prev_power_of_two, Probe, Table};

@@ -53,6 +53,7 @@ use core::fmt;
 
 use crossbeam_utils::CachePadded;
 
+use super::overflow::{KeyedStats, Overflow, Overflowed};
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::sync::{
@@ -203,79 +204,6 @@ impl Scan {
             .iter()
             .any(|&w| tag_of(w) == tag && state_of(w) == RESERVED)
     }
-}
-
-/// What to do when a key's two groups have no empty or idle slot.
-///
-/// Whatever the policy, a key that is being limited right now keeps its state: a flood of new
-/// keys cannot give it its quota back.
-///
-/// ```
-/// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
-///
-/// let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(10).unwrap()))
-///     .capacity(100_000)
-///     .overflow(Overflow::EvictLeastConstrained)
-///     .build::<u64>()
-///     .unwrap();
-/// assert_eq!(limiter.overflow(), Overflow::EvictLeastConstrained);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Overflow {
-    /// Deny the new key's request, with a `retry_after` of the time until a slot of its groups
-    /// frees up. The default: nothing is ever admitted that is not accounted for.
-    #[default]
-    Deny,
-    /// Admit the new key's request as if its state were fresh, without recording it (fail open).
-    /// Keys that overflow are not limited at all while the table is full.
-    Allow,
-    /// Evict the least-constrained entry of the key's groups: among the keys that still have
-    /// capacity (none that is being limited right now), the one closest to its reset. The evicted
-    /// key starts fresh if it returns, so it may get back the part of its quota it had used.
-    /// If every entry is being limited, deny.
-    EvictLeastConstrained,
-}
-
-/// A key's groups were full: the request could not be recorded.
-pub(crate) struct Overflowed<T> {
-    /// The outcome on the fresh state, for [`Overflow::Allow`].
-    pub(crate) fresh: T,
-    /// The time until a slot of the key's groups becomes idle, if nothing changes.
-    pub(crate) retry_after: Nanos,
-}
-
-/// Counters of a keyed limiter's table: how full it is and how often it had to make room.
-///
-/// The counters are updated without synchronisation among themselves: they are exact when no
-/// insert is in progress.
-///
-/// ```
-/// use tollgate::{KeyedRateLimiter, Quota};
-///
-/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(5).unwrap(), 1_000).unwrap();
-/// limiter.check_key(&7).unwrap();
-/// let stats = limiter.stats();
-/// assert_eq!((stats.capacity, stats.occupied, stats.overflows), (1_000, 1, 0));
-/// assert!(stats.slots >= 1_250);
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct KeyedStats {
-    /// The capacity asked for, in keys.
-    pub capacity: usize,
-    /// Room allocated: 16-byte slots for a [`KeyedRateLimiter`](crate::KeyedRateLimiter) (a
-    /// little more than `capacity / 0.68`), keys for a
-    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog) (`capacity`, rounded up to whole shards).
-    pub slots: usize,
-    /// Keys held (live, or idle and not yet reused).
-    pub occupied: usize,
-    /// Idle keys whose room went to a new key.
-    pub reuses: u64,
-    /// Live entries evicted under [`Overflow::EvictLeastConstrained`].
-    pub evictions: u64,
-    /// Requests whose key found no slot (denied, allowed unrecorded, or handled by eviction
-    /// when nothing could be evicted).
-    pub overflows: u64,
 }
 
 /// Why a keyed limiter could not be built.
@@ -441,10 +369,10 @@ impl Table {
     /// a start and 16% one slot further, so the first step finds 85%. The four loads of a step
     /// are independent (a key at either start costs one memory latency, not two, in a table
     /// larger than the caches), and the step picks among them without a branch: which of them
-    /// holds a key is a coin toss that no predictor can learn. In development runs of a batched check over 1k keys, taking the slots one at a
-    /// time with a branch on each cost about 27 ns a check, two at a time 23 ns, four at a time
-    /// 21 ns, and eight at a time 24 ns (the loads began to cost more than the mispredictions
-    /// they saved). A key has at most one live slot, so the order of the scan decides only how
+    /// holds a key is a coin toss that no predictor can learn. In development runs of a batched
+    /// check over 1k keys, taking the slots one at a time with a branch on each cost about 27 ns
+    /// a check, two at a time 23 ns, four at a time (the two of each group above) 21 ns, and
+    /// eight at a time 24 ns (the loads began to cost more than the mispredictions they saved). A key has at most one live slot, so the order of the scan decides only how
     /// soon it is found.
     ///
     /// A shard with a single group gives both scans the same group from two starts: together
@@ -608,8 +536,9 @@ impl Table {
     }
 
     /// Picks the slot to claim for a new key: the less loaded group's first empty slot (counting
-    /// from the key's starting slot), else its first idle one; or, under [`Overflow::EvictLeastConstrained`], the least-constrained live
-    /// entry of both groups. `None`: no room.
+    /// from the key's starting slot), else its first idle one; or, under
+    /// [`Overflow::EvictLeastConstrained`], the least-constrained live entry of both groups.
+    /// `None`: no room.
     fn choose<A: Algorithm>(
         &self,
         probe: &Probe,

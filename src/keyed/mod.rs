@@ -1,4 +1,15 @@
 //! Keyed limiters: one state per client, IP address or API key, in a table of fixed size.
+//!
+//! [`KeyedRateLimiter`] is the limiter, configured by a [`KeyedBuilder`]; [`CheckKeys`] is the
+//! iterator of its batched check, [`check_keys`](KeyedRateLimiter::check_keys).
+
+// The limiter and its checks are in this file, the builder in `builder.rs`, the batched check in
+// `batch.rs`; the table is `store::Table`.
+mod batch;
+mod builder;
+
+pub use batch::CheckKeys;
+pub use builder::{KeyedBuilder, KeyedError};
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -8,7 +19,7 @@ use core::marker::PhantomData;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
-use crate::quota::{Quota, QuotaError};
+use crate::quota::Quota;
 use crate::store::{CapacityError, KeyedStats, Overflow, Overflowed, Probe, Table};
 
 /// The default hasher: ahash, seeded at random for each limiter, so that nobody can aim keys at
@@ -74,223 +85,6 @@ pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHas
     hasher: S,
     overflow: Overflow,
     key: PhantomData<fn(&K)>,
-}
-
-/// Configures a [`KeyedRateLimiter`]: capacity, overflow policy, clock and hasher.
-///
-/// ```
-/// use tollgate::{KeyedRateLimiter, ManualClock, Overflow, Quota, SlidingWindow};
-///
-/// let limiter = KeyedRateLimiter::builder(SlidingWindow::new(&Quota::per_minute(100).unwrap()).unwrap())
-///     .capacity(50_000)
-///     .overflow(Overflow::Deny)
-///     .clock(ManualClock::new())
-///     .build::<u64>()
-///     .unwrap();
-/// assert_eq!(limiter.stats().capacity, 50_000);
-/// ```
-#[derive(Debug)]
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct KeyedBuilder<A, C = TscClock, S = DefaultKeyHasher> {
-    algorithm: A,
-    clock: C,
-    hasher: S,
-    capacity: usize,
-    overflow: Overflow,
-    parallelism: Option<usize>,
-}
-
-impl<A> KeyedBuilder<A> {
-    pub(crate) fn new(algorithm: A) -> KeyedBuilder<A> {
-        KeyedBuilder {
-            algorithm,
-            clock: TscClock::new(),
-            hasher: DefaultKeyHasher::new(),
-            capacity: KeyedBuilder::<A>::DEFAULT_CAPACITY,
-            overflow: Overflow::default(),
-            parallelism: None,
-        }
-    }
-}
-
-impl<A, C, S> KeyedBuilder<A, C, S> {
-    /// The capacity of a builder that is not given one: 10 000 keys (235 kB).
-    pub const DEFAULT_CAPACITY: usize = 10_000;
-
-    /// The number of simultaneously live keys the table is sized for.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .capacity(1_000_000)
-    ///     .build::<u64>()
-    ///     .unwrap();
-    /// assert!(l.memory() < 24_000_000);
-    /// ```
-    pub fn capacity(mut self, keys: usize) -> Self {
-        self.capacity = keys;
-        self
-    }
-
-    /// What to do when a new key finds no room (default [`Overflow::Deny`]).
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
-    /// let b = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .overflow(Overflow::Allow);
-    /// # let _ = b;
-    /// ```
-    pub fn overflow(mut self, policy: Overflow) -> Self {
-        self.overflow = policy;
-        self
-    }
-
-    /// The clock (default [`TscClock`]).
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
-    /// let clock = ManualClock::new();
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .clock(&clock)
-    ///     .build::<u64>()
-    ///     .unwrap();
-    /// # let _ = l;
-    /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<A, C2, S> {
-        KeyedBuilder {
-            algorithm: self.algorithm,
-            clock,
-            hasher: self.hasher,
-            capacity: self.capacity,
-            overflow: self.overflow,
-            parallelism: self.parallelism,
-        }
-    }
-
-    /// The hasher (default: ahash seeded at random). A fixed hasher makes slot placement
-    /// reproducible, for tests; never use a predictable one where clients choose their keys.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let seeded = ahash::RandomState::with_seeds(1, 2, 3, 4);
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .hasher(seeded)
-    ///     .build::<u64>()
-    ///     .unwrap();
-    /// # let _ = l;
-    /// ```
-    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<A, C, S2> {
-        KeyedBuilder {
-            algorithm: self.algorithm,
-            clock: self.clock,
-            hasher,
-            capacity: self.capacity,
-            overflow: self.overflow,
-            parallelism: self.parallelism,
-        }
-    }
-
-    /// How many threads will use the limiter (default: the machine's parallelism): the table's
-    /// counters are split into about four shards per thread.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .threads(1)
-    ///     .build::<u64>()
-    ///     .unwrap();
-    /// # let _ = l;
-    /// ```
-    pub fn threads(mut self, threads: usize) -> Self {
-        self.parallelism = Some(threads);
-        self
-    }
-
-    /// The configuration, taken apart for a store's `build`.
-    pub(crate) fn into_parts(self) -> (A, C, S, usize, Overflow, usize) {
-        let parallelism = self
-            .parallelism
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        (
-            self.algorithm,
-            self.clock,
-            self.hasher,
-            self.capacity,
-            self.overflow,
-            parallelism,
-        )
-    }
-}
-
-impl<A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<A, C, S> {
-    /// Builds the limiter for keys of type `K`, allocating its whole table.
-    ///
-    /// # Errors
-    ///
-    /// [`CapacityError`] for a capacity of 0 or one whose table cannot be allocated.
-    ///
-    /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap())).build::<str>();
-    /// assert!(l.is_ok());
-    /// ```
-    pub fn build<K: ?Sized>(self) -> Result<KeyedRateLimiter<K, A, C, S>, CapacityError> {
-        let (algorithm, clock, hasher, capacity, overflow, parallelism) = self.into_parts();
-        Ok(KeyedRateLimiter {
-            table: Table::new(capacity, parallelism)?,
-            algorithm,
-            clock,
-            hasher,
-            overflow,
-            key: PhantomData,
-        })
-    }
-}
-
-/// Either a capacity or a quota error, from the shorthand constructors.
-///
-/// ```
-/// use tollgate::{KeyedError, KeyedRateLimiter, Quota};
-/// let err = KeyedRateLimiter::<u64, _>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
-/// assert!(matches!(err, KeyedError::Quota(_)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyedError {
-    /// The quota does not fit the algorithm.
-    Quota(QuotaError),
-    /// The capacity cannot be allocated.
-    Capacity(CapacityError),
-}
-
-impl fmt::Display for KeyedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyedError::Quota(err) => err.fmt(f),
-            KeyedError::Capacity(err) => err.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for KeyedError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            KeyedError::Quota(err) => Some(err),
-            KeyedError::Capacity(err) => Some(err),
-        }
-    }
-}
-
-impl From<QuotaError> for KeyedError {
-    fn from(err: QuotaError) -> KeyedError {
-        KeyedError::Quota(err)
-    }
-}
-
-impl From<CapacityError> for KeyedError {
-    fn from(err: CapacityError) -> KeyedError {
-        KeyedError::Capacity(err)
-    }
 }
 
 impl<K: ?Sized> KeyedRateLimiter<K> {
@@ -531,55 +325,6 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         &self.clock
     }
 
-    /// Admits one request for each key of `keys`, in order, with the keys' table lookups
-    /// overlapped: for a server that receives requests in batches (a read of many packets, a queue
-    /// drained at once), over a table larger than the CPU caches.
-    ///
-    /// The iterator yields, key by key, the decision [`check_key`](Self::check_key) would give.
-    /// It works in chunks of up to 16 keys: a chunk's keys are hashed and their table lines
-    /// requested together, and the chunk is decided in order at one clock reading while the next
-    /// chunk's lines are on their way, so cache misses overlap instead of following one another.
-    /// A key repeated within a chunk is decided twice, the second time on the state the first
-    /// decision left, exactly as with two calls. Nothing is checked until the iterator is
-    /// advanced, and a key is checked only when its chunk's first decision is asked for; the
-    /// keys themselves are read (and hashed) up to two chunks, 32 keys, ahead of the decisions
-    /// yielded. The decisions end at the first `None` of `keys`, which is not asked again.
-    ///
-    /// A check over a table in main memory costs about one memory latency; a batch costs a
-    /// fraction of one per key (measured: over a million keys, 0.12 of governor's time per
-    /// check; the crate README gives the figures and the command). A call has a fixed cost (its
-    /// buffers, a clock reading per chunk): over 100k keys, a batch of one key costs about 1.7
-    /// `check_key`s, and a batch of four about 0.94 of `check_key` per key
-    /// (`cargo bench --bench paired -- "keyed 100k uniform"`).
-    ///
-    /// ```
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    ///
-    /// let limiter = KeyedRateLimiter::<String>::gcra(Quota::per_hour(2).unwrap(), 1_000).unwrap();
-    /// let batch = ["alice", "bob", "alice", "alice"];
-    /// let admitted: Vec<bool> = limiter.check_keys(batch).map(|d| d.is_ok()).collect();
-    /// assert_eq!(admitted, [true, true, true, false]);
-    /// ```
-    #[inline]
-    pub fn check_keys<'k, Q, I>(&self, keys: I) -> CheckKeys<'_, K, A, C, S, I::IntoIter>
-    where
-        I: IntoIterator<Item = &'k Q>,
-        K: Borrow<Q>,
-        Q: Hash + ?Sized + 'k,
-    {
-        CheckKeys {
-            limiter: self,
-            keys: keys.into_iter(),
-            results: [Ok(()); BATCH],
-            next: 0,
-            len: 0,
-            probes: [[Probe::default(); BATCH]; 2],
-            ahead: 0,
-            ahead_len: 0,
-            exhausted: false,
-        }
-    }
-
     /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
     #[inline]
     fn apply<B: Algorithm>(&self, algorithm: &B, probe: &Probe, cost: u64) -> Result<(), Denied> {
@@ -724,143 +469,6 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         self.decide_with(quota, &self.probe(key), cost)
     }
 }
-
-/// How many keys [`KeyedRateLimiter::check_keys`] hashes, prefetches and decides together: with
-/// the next chunk read ahead, enough to cover a memory latency with a chunk's decisions, few
-/// enough that two chunks' probes and one chunk's decisions stay in L1. In development runs, 8
-/// and 32 did no better.
-const BATCH: usize = 16;
-
-/// The decisions of [`KeyedRateLimiter::check_keys`], one per key, in order.
-///
-/// ```
-/// use tollgate::{KeyedRateLimiter, Quota};
-///
-/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
-/// let mut decisions = limiter.check_keys(&[1, 2, 1]);
-/// assert_eq!(decisions.size_hint(), (3, Some(3)));
-/// assert!(decisions.next().unwrap().is_ok());
-/// assert!(decisions.next().unwrap().is_ok());
-/// assert!(decisions.next().unwrap().is_err());
-/// assert!(decisions.next().is_none());
-/// ```
-#[must_use = "iterators are lazy: no key is checked until the iterator is advanced"]
-pub struct CheckKeys<'a, K: ?Sized, A, C, S, I> {
-    limiter: &'a KeyedRateLimiter<K, A, C, S>,
-    keys: I,
-    /// The current chunk's decisions; `next..len` are still to be yielded.
-    results: [Result<(), Denied>; BATCH],
-    next: usize,
-    len: usize,
-    /// Two chunks of probes: the current chunk's, and the next one's (`probes[ahead]`, the first
-    /// `ahead_len`), whose cache lines are on their way while the current chunk is decided.
-    probes: [[Probe; BATCH]; 2],
-    ahead: usize,
-    ahead_len: usize,
-    /// Whether `keys` has ended: it is not asked again, so the decisions end at its first `None`
-    /// even if it would go on after it.
-    exhausted: bool,
-}
-
-impl<'k, K, A, C, S, I, Q> CheckKeys<'_, K, A, C, S, I>
-where
-    K: ?Sized + Borrow<Q>,
-    S: BuildHasher,
-    I: Iterator<Item = &'k Q>,
-    Q: Hash + ?Sized + 'k,
-{
-    /// Hashes the next chunk of keys into `probes[ahead]` and starts fetching their cache lines.
-    #[inline]
-    fn read_ahead(&mut self) {
-        let limiter = self.limiter;
-        let probes = &mut self.probes[self.ahead];
-        let mut len = 0;
-        if !self.exhausted {
-            for key in self.keys.by_ref().take(BATCH) {
-                probes[len] = limiter.probe(key);
-                len += 1;
-            }
-            self.exhausted = len < BATCH;
-        }
-        self.ahead_len = len;
-    }
-}
-
-impl<'k, K, A, C, S, I, Q> Iterator for CheckKeys<'_, K, A, C, S, I>
-where
-    K: ?Sized + Borrow<Q>,
-    A: Algorithm,
-    C: Clock,
-    S: BuildHasher,
-    I: Iterator<Item = &'k Q>,
-    Q: Hash + ?Sized + 'k,
-{
-    type Item = Result<(), Denied>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Result<(), Denied>> {
-        if self.next == self.len {
-            // Decide the chunk read ahead, reading the one after it first: its prefetches then
-            // have a whole chunk's decisions to arrive in, where the first keys of a chunk would
-            // otherwise wait out a full memory latency.
-            if self.ahead_len == 0 && !self.exhausted {
-                // The first call: nothing read ahead yet. (Later, an empty read-ahead means the
-                // keys have ended.)
-                self.read_ahead();
-            }
-            if self.ahead_len == 0 {
-                return None;
-            }
-            let (current, len) = (self.ahead, self.ahead_len);
-            self.ahead ^= 1;
-            self.read_ahead();
-            // One clock reading for the whole chunk, taken after its lines were requested.
-            let limiter = self.limiter;
-            let now = limiter.clock.now();
-            let chunk = &self.probes[current][..len];
-            for (result, probe) in self.results.iter_mut().zip(chunk) {
-                *result = limiter.apply_at(&limiter.algorithm, probe, 1, now);
-            }
-            (self.next, self.len) = (0, len);
-        }
-        self.next += 1;
-        Some(self.results[self.next - 1])
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.len - self.next + self.ahead_len;
-        let (low, high) = if self.exhausted {
-            (0, Some(0))
-        } else {
-            self.keys.size_hint()
-        };
-        (
-            low.saturating_add(buffered),
-            high.and_then(|h| h.checked_add(buffered)),
-        )
-    }
-}
-
-/// Fused whatever `keys` is: once it has returned `None`, it is not asked again.
-impl<'k, K, A, C, S, I, Q> core::iter::FusedIterator for CheckKeys<'_, K, A, C, S, I>
-where
-    K: ?Sized + Borrow<Q>,
-    A: Algorithm,
-    C: Clock,
-    S: BuildHasher,
-    I: Iterator<Item = &'k Q>,
-    Q: Hash + ?Sized + 'k,
-{
-}
-
-impl<K: ?Sized, A, C, S, I> fmt::Debug for CheckKeys<'_, K, A, C, S, I> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CheckKeys")
-            .field("decided", &&self.results[self.next..self.len])
-            .finish_non_exhaustive()
-    }
-}
-
 impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> fmt::Debug
     for KeyedRateLimiter<K, A, C, S>
 {

@@ -1,0 +1,228 @@
+//! Configuring a keyed limiter: [`KeyedBuilder`], and the error of the shorthand constructors.
+
+use core::fmt;
+use core::hash::BuildHasher;
+use core::marker::PhantomData;
+
+use super::{DefaultKeyHasher, KeyedRateLimiter};
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, TscClock};
+use crate::quota::QuotaError;
+use crate::store::{CapacityError, Overflow, Table};
+
+/// Configures a [`KeyedRateLimiter`]: capacity, overflow policy, clock and hasher.
+///
+/// ```
+/// use tollgate::{KeyedRateLimiter, ManualClock, Overflow, Quota, SlidingWindow};
+///
+/// let limiter = KeyedRateLimiter::builder(SlidingWindow::new(&Quota::per_minute(100).unwrap()).unwrap())
+///     .capacity(50_000)
+///     .overflow(Overflow::Deny)
+///     .clock(ManualClock::new())
+///     .build::<u64>()
+///     .unwrap();
+/// assert_eq!(limiter.stats().capacity, 50_000);
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct KeyedBuilder<A, C = TscClock, S = DefaultKeyHasher> {
+    algorithm: A,
+    clock: C,
+    hasher: S,
+    capacity: usize,
+    overflow: Overflow,
+    parallelism: Option<usize>,
+}
+
+impl<A> KeyedBuilder<A> {
+    pub(crate) fn new(algorithm: A) -> KeyedBuilder<A> {
+        KeyedBuilder {
+            algorithm,
+            clock: TscClock::new(),
+            hasher: DefaultKeyHasher::new(),
+            capacity: KeyedBuilder::<A>::DEFAULT_CAPACITY,
+            overflow: Overflow::default(),
+            parallelism: None,
+        }
+    }
+}
+
+impl<A, C, S> KeyedBuilder<A, C, S> {
+    /// The capacity of a builder that is not given one: 10 000 keys (235 kB).
+    pub const DEFAULT_CAPACITY: usize = 10_000;
+
+    /// The number of simultaneously live keys the table is sized for.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .capacity(1_000_000)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// assert!(l.memory() < 24_000_000);
+    /// ```
+    pub fn capacity(mut self, keys: usize) -> Self {
+        self.capacity = keys;
+        self
+    }
+
+    /// What to do when a new key finds no room (default [`Overflow::Deny`]).
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
+    /// let b = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .overflow(Overflow::Allow);
+    /// # let _ = b;
+    /// ```
+    pub fn overflow(mut self, policy: Overflow) -> Self {
+        self.overflow = policy;
+        self
+    }
+
+    /// The clock (default [`TscClock`]).
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .clock(&clock)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = l;
+    /// ```
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<A, C2, S> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock,
+            hasher: self.hasher,
+            capacity: self.capacity,
+            overflow: self.overflow,
+            parallelism: self.parallelism,
+        }
+    }
+
+    /// The hasher (default: ahash seeded at random). A fixed hasher makes slot placement
+    /// reproducible, for tests; never use a predictable one where clients choose their keys.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let seeded = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .hasher(seeded)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = l;
+    /// ```
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<A, C, S2> {
+        KeyedBuilder {
+            algorithm: self.algorithm,
+            clock: self.clock,
+            hasher,
+            capacity: self.capacity,
+            overflow: self.overflow,
+            parallelism: self.parallelism,
+        }
+    }
+
+    /// How many threads will use the limiter (default: the machine's parallelism): the table's
+    /// counters are split into about four shards per thread.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .threads(1)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// # let _ = l;
+    /// ```
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.parallelism = Some(threads);
+        self
+    }
+
+    /// The configuration, taken apart for a store's `build`.
+    pub(crate) fn into_parts(self) -> (A, C, S, usize, Overflow, usize) {
+        let parallelism = self
+            .parallelism
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        (
+            self.algorithm,
+            self.clock,
+            self.hasher,
+            self.capacity,
+            self.overflow,
+            parallelism,
+        )
+    }
+}
+
+impl<A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<A, C, S> {
+    /// Builds the limiter for keys of type `K`, allocating its whole table.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] for a capacity of 0 or one whose table cannot be allocated.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap())).build::<str>();
+    /// assert!(l.is_ok());
+    /// ```
+    pub fn build<K: ?Sized>(self) -> Result<KeyedRateLimiter<K, A, C, S>, CapacityError> {
+        let (algorithm, clock, hasher, capacity, overflow, parallelism) = self.into_parts();
+        Ok(KeyedRateLimiter {
+            table: Table::new(capacity, parallelism)?,
+            algorithm,
+            clock,
+            hasher,
+            overflow,
+            key: PhantomData,
+        })
+    }
+}
+
+/// Either a capacity or a quota error, from the shorthand constructors.
+///
+/// ```
+/// use tollgate::{KeyedError, KeyedRateLimiter, Quota};
+/// let err = KeyedRateLimiter::<u64, _>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
+/// assert!(matches!(err, KeyedError::Quota(_)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedError {
+    /// The quota does not fit the algorithm.
+    Quota(QuotaError),
+    /// The capacity cannot be allocated.
+    Capacity(CapacityError),
+}
+
+impl fmt::Display for KeyedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyedError::Quota(err) => err.fmt(f),
+            KeyedError::Capacity(err) => err.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for KeyedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KeyedError::Quota(err) => Some(err),
+            KeyedError::Capacity(err) => Some(err),
+        }
+    }
+}
+
+impl From<QuotaError> for KeyedError {
+    fn from(err: QuotaError) -> KeyedError {
+        KeyedError::Quota(err)
+    }
+}
+
+impl From<CapacityError> for KeyedError {
+    fn from(err: CapacityError) -> KeyedError {
+        KeyedError::Capacity(err)
+    }
+}

@@ -1,0 +1,77 @@
+//! When a new key finds no room: the overflow policy, and the counters that report how full a
+//! table is and how often it had to make room.
+
+use crate::clock::Nanos;
+
+/// What to do when a key's two groups have no empty or idle slot.
+///
+/// Whatever the policy, a key that is being limited right now keeps its state: a flood of new
+/// keys cannot give it its quota back.
+///
+/// ```
+/// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
+///
+/// let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(10).unwrap()))
+///     .capacity(100_000)
+///     .overflow(Overflow::EvictLeastConstrained)
+///     .build::<u64>()
+///     .unwrap();
+/// assert_eq!(limiter.overflow(), Overflow::EvictLeastConstrained);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Overflow {
+    /// Deny the new key's request, with a `retry_after` of the time until a slot of its groups
+    /// frees up. The default: nothing is ever admitted that is not accounted for.
+    #[default]
+    Deny,
+    /// Admit the new key's request as if its state were fresh, without recording it (fail open).
+    /// Keys that overflow are not limited at all while the table is full.
+    Allow,
+    /// Evict the least-constrained entry of the key's groups: among the keys that still have
+    /// capacity (none that is being limited right now), the one closest to its reset. The evicted
+    /// key starts fresh if it returns, so it may get back the part of its quota it had used.
+    /// If every entry is being limited, deny.
+    EvictLeastConstrained,
+}
+
+/// A key's groups were full: the request could not be recorded.
+pub(crate) struct Overflowed<T> {
+    /// The outcome on the fresh state, for [`Overflow::Allow`].
+    pub(crate) fresh: T,
+    /// The time until a slot of the key's groups becomes idle, if nothing changes.
+    pub(crate) retry_after: Nanos,
+}
+
+/// Counters of a keyed limiter's table: how full it is and how often it had to make room.
+///
+/// The counters are updated without synchronisation among themselves: they are exact when no
+/// insert is in progress.
+///
+/// ```
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(5).unwrap(), 1_000).unwrap();
+/// limiter.check_key(&7).unwrap();
+/// let stats = limiter.stats();
+/// assert_eq!((stats.capacity, stats.occupied, stats.overflows), (1_000, 1, 0));
+/// assert!(stats.slots >= 1_250);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct KeyedStats {
+    /// The capacity asked for, in keys.
+    pub capacity: usize,
+    /// Room allocated: 16-byte slots for a [`KeyedRateLimiter`](crate::KeyedRateLimiter) (a
+    /// little more than `capacity / 0.68`), keys for a
+    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog) (`capacity`, rounded up to whole shards).
+    pub slots: usize,
+    /// Keys held (live, or idle and not yet reused).
+    pub occupied: usize,
+    /// Idle keys whose room went to a new key.
+    pub reuses: u64,
+    /// Live entries evicted under [`Overflow::EvictLeastConstrained`].
+    pub evictions: u64,
+    /// Requests whose key found no slot (denied, allowed unrecorded, or handled by eviction
+    /// when nothing could be evicted).
+    pub overflows: u64,
+}
