@@ -99,27 +99,27 @@ fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -
     })
 }
 
-/// Nanoseconds per check over `CALLS` checks of the keys in `keys` through
-/// [`KeyedRateLimiter::check_keys`], in batches of `batch` consecutive keys, continuing at `*at`.
-fn time_batches(
-    keys: &[u64],
-    at: &mut usize,
-    limiter: &KeyedRateLimiter<u64>,
-    batch: usize,
-) -> f64 {
+/// Nanoseconds per check over `CALLS` checks of the keys in `keys`, in batches of `batch`
+/// consecutive keys handed to `decide` (a batched call), continuing at `*at`.
+fn time_batches(keys: &[u64], at: &mut usize, batch: usize, mut decide: impl FnMut(&[u64])) -> f64 {
     let start = Instant::now();
     let mut done = 0;
     while done < CALLS {
         if *at + batch > keys.len() {
             *at = 0;
         }
-        for decision in limiter.check_keys(&keys[*at..*at + batch]) {
-            black_box(decision.is_ok());
-        }
+        decide(&keys[*at..*at + batch]);
         *at += batch;
         done += batch as u64;
     }
     start.elapsed().as_nanos() as f64 / done as f64
+}
+
+/// [`KeyedRateLimiter::check_keys`] over a batch.
+fn check_batch(limiter: &KeyedRateLimiter<u64>, keys: &[u64]) {
+    for decision in limiter.check_keys(keys) {
+        black_box(decision.is_ok());
+    }
 }
 
 /// Says how many keys of a filled table overflowed (and so are absent), if any did.
@@ -161,16 +161,30 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     );
     paired(
         &format!("keyed {label}: tollgate check_keys (batches of 64) / governor"),
-        || time_batches(&seq, &mut a, &tollgate, 64),
+        || time_batches(&seq, &mut a, 64, |keys| check_batch(&tollgate, keys)),
         || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
     );
+    if label == "1M uniform" {
+        // Rich decisions (and a cost per request) in batches, against the cheap check.
+        paired(
+            &format!("keyed {label}: decide_keys / check_keys (batches of 64)"),
+            || {
+                time_batches(&seq, &mut a, 64, |keys| {
+                    for decision in tollgate.decide_keys(keys.iter().map(|k| (k, 1))) {
+                        black_box(decision.map(|d| d.remaining()).ok());
+                    }
+                })
+            },
+            || time_batches(&seq, &mut b, 64, |keys| check_batch(&tollgate, keys)),
+        );
+    }
     if label == "100k uniform" {
         // What a small batch costs against the same keys checked one by one: a call's fixed
         // cost (its buffers, a clock reading per chunk) against the overlap it buys.
         for batch in [1, 4] {
             paired(
                 &format!("keyed {label}: check_keys (batches of {batch}) / check_key"),
-                || time_batches(&seq, &mut a, &tollgate, batch),
+                || time_batches(&seq, &mut a, batch, |keys| check_batch(&tollgate, keys)),
                 || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
             );
         }

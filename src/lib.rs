@@ -141,7 +141,9 @@ mod sync;
 pub use algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
 pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
-pub use keyed::{CheckKeys, DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter};
+pub use keyed::{
+    CheckKeys, DecideKeys, DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter,
+};
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
 pub use sliding_log::{KeyedSlidingLog, SlidingLog, SlidingLogBuilder};

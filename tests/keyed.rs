@@ -451,6 +451,93 @@ fn check_keys_decides_as_check_key_in_turn() {
     assert!(batched.stats().overflows > 0 && batched.stats().reuses > 0);
 }
 
+/// `decide_keys` decides exactly as `decide_key` called on each request in turn at the same time,
+/// for each algorithm and each overflow policy: costs from 0 (a peek) to past the capacity (an
+/// error that leaves the key alone) and `u64::MAX`, repeated keys, chunk boundaries, a tiny table
+/// whose keys overflow, and time moving both ways between batches.
+#[test]
+fn decide_keys_decides_as_decide_key_in_turn() {
+    fn run<A: Algorithm + Clone>(algorithm: A, overflow: Overflow) {
+        let build = || {
+            KeyedRateLimiter::builder(algorithm.clone())
+                .capacity(20)
+                .overflow(overflow)
+                .clock(ManualClock::new())
+                .hasher(seeded(5))
+                .build::<u64>()
+                .unwrap()
+        };
+        let (batched, single) = (build(), build());
+        let capacity = algorithm.capacity();
+        let mut x = 0x0FED_CBA9_8765_4321u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut peeks, mut errors) = (0, 0);
+        for round in 0..150 {
+            let requests: Vec<(u64, u64)> = (0..(round % 37))
+                .map(|_| {
+                    let key = next() % 40;
+                    let cost = match next() % 16 {
+                        0 => 0,
+                        1 => capacity + 1,
+                        2 => u64::MAX,
+                        _ => next() % capacity + 1,
+                    };
+                    (key, cost)
+                })
+                .collect();
+            peeks += requests.iter().filter(|r| r.1 == 0).count();
+            errors += requests.iter().filter(|r| r.1 > capacity).count();
+            let mut decisions = batched.decide_keys(requests.iter().map(|(k, c)| (k, *c)));
+            let mut got = Vec::new();
+            loop {
+                let left = requests.len() - got.len();
+                assert_eq!(decisions.size_hint(), (left, Some(left)), "round {round}");
+                match decisions.next() {
+                    Some(decision) => got.push(decision),
+                    None => break,
+                }
+            }
+            let want: Vec<_> = requests
+                .iter()
+                .map(|(k, c)| single.decide_key(k, *c))
+                .collect();
+            assert_eq!(got, want, "round {round}");
+            assert_eq!(batched.stats(), single.stats(), "round {round}");
+            for clock in [batched.clock(), single.clock()] {
+                if round % 5 == 4 {
+                    clock.rewind(Duration::from_millis(300));
+                } else {
+                    clock.advance(Duration::from_millis(450));
+                }
+            }
+        }
+        let stats = batched.stats();
+        let made_room = match overflow {
+            Overflow::EvictLeastConstrained => stats.evictions,
+            _ => stats.overflows,
+        };
+        assert!(
+            made_room > 0 && stats.reuses > 0 && peeks > 0 && errors > 0,
+            "{algorithm:?} {overflow:?}: {stats:?}"
+        );
+    }
+    let quota = Quota::per_second(3).unwrap().with_burst(4).unwrap();
+    for overflow in [
+        Overflow::Deny,
+        Overflow::Allow,
+        Overflow::EvictLeastConstrained,
+    ] {
+        run(Gcra::from(quota), overflow);
+        run(SlidingWindow::new(&quota).unwrap(), overflow);
+        run(FixedWindow::new(&quota).unwrap(), overflow);
+    }
+}
+
 #[test]
 fn check_keys_ends_at_the_first_none_of_its_keys() {
     // An iterator that goes on after returning `None`: keys 0, 1, 2, then None, then 3 forever.
@@ -480,6 +567,34 @@ fn check_keys_ends_at_the_first_none_of_its_keys() {
         assert!(decisions.next().is_none());
     }
     // Key 3 was never checked.
+    assert_eq!(limiter.stats().occupied, 3);
+    assert!(limiter.check_key(&3).is_ok());
+}
+
+#[test]
+fn decide_keys_ends_at_the_first_none_of_its_requests() {
+    // Requests for keys 0, 1, 2, then None, then key 3 forever.
+    let keys = [0u64, 1, 2, 3];
+    let keys = &keys;
+    let mut at = 0;
+    let restarting = std::iter::from_fn(move || {
+        at += 1;
+        match at {
+            1..=3 => Some((&keys[at - 1], 1)),
+            4 => None,
+            _ => Some((&keys[3], 1)),
+        }
+    });
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    let mut decisions = limiter.decide_keys(restarting);
+    for _ in 0..3 {
+        assert!(decisions.next().unwrap().unwrap().is_allowed());
+    }
+    assert_eq!(decisions.size_hint(), (0, Some(0)));
+    for _ in 0..3 {
+        assert!(decisions.next().is_none());
+    }
+    // Key 3 was never decided.
     assert_eq!(limiter.stats().occupied, 3);
     assert!(limiter.check_key(&3).is_ok());
 }

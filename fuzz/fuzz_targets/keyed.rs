@@ -9,8 +9,9 @@
 //!   overflow (policy `Allow`). Every recorded decision must equal the reference model's for its
 //!   key; an overflowed request is admitted unrecorded and must not be recorded by anyone.
 //! - **batches**: many keys, a tiny table (policy `Deny`), time forwards and backwards between
-//!   batches. `check_keys` over each batch must give exactly the decisions, and leave exactly the
-//!   statistics, of `check_key` on each key in turn on a twin limiter.
+//!   batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
+//!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
+//!   request in turn on a twin limiter.
 #![no_main]
 
 use std::collections::HashMap;
@@ -59,14 +60,25 @@ fuzz_target!(|input: Input| {
         let (batched, single) = (build(), build());
         let mut batch = Vec::new();
         for (i, &(key, step, end)) in ops.iter().enumerate() {
-            batch.push(key % 64);
+            // Costs from 0 (a peek) to one past the burst (an error), for `decide_keys`.
+            batch.push((key % 64, (end >> 3) as u64 % (quota.burst() + 2)));
             // A batch ends where the input says so, and at the last operation.
             if end % 8 != 0 && i + 1 < ops.len() {
                 continue;
             }
-            let got: Vec<_> = batched.check_keys(&batch).collect();
-            let want: Vec<_> = batch.iter().map(|k| single.check_key(k)).collect();
-            assert_eq!(got, want);
+            if step % 2 == 0 {
+                let got: Vec<_> = batched.check_keys(batch.iter().map(|(k, _)| k)).collect();
+                let want: Vec<_> = batch.iter().map(|(k, _)| single.check_key(k)).collect();
+                assert_eq!(got, want);
+            } else {
+                let requests = batch.iter().map(|(k, cost)| (k, *cost));
+                let got: Vec<_> = batched.decide_keys(requests).collect();
+                let want: Vec<_> = batch
+                    .iter()
+                    .map(|(k, c)| single.decide_key(k, *c))
+                    .collect();
+                assert_eq!(got, want);
+            }
             assert_eq!(batched.stats(), single.stats());
             batch.clear();
             let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;

@@ -1,14 +1,17 @@
-//! Batches: [`KeyedRateLimiter::check_keys`] and its iterator, which overlap the table lookups of
-//! many keys.
+//! Batches: [`KeyedRateLimiter::check_keys`] and [`KeyedRateLimiter::decide_keys`], whose
+//! iterators overlap the table lookups of many keys.
+//!
+//! Both iterators are the same [`Pipeline`] with a different request and a different decision.
 
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
+use core::iter::FusedIterator;
 
 use super::KeyedRateLimiter;
 use crate::algorithm::Algorithm;
-use crate::clock::Clock;
-use crate::decision::Denied;
+use crate::clock::{Clock, Nanos};
+use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::store::Probe;
 
 impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
@@ -49,24 +52,185 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized + 'k,
     {
         CheckKeys {
-            limiter: self,
-            keys: keys.into_iter(),
-            results: [Ok(()); BATCH],
+            pipeline: Pipeline::new(self, keys.into_iter(), Ok(())),
+        }
+    }
+
+    /// Decides a request of its cost for each `(key, cost)` of `requests`, in order, with the
+    /// keys' table lookups overlapped as in [`check_keys`](Self::check_keys), and reports
+    /// everything about each: for a batch of requests of different sizes (bytes of packets,
+    /// tokens of API calls), or whose answers need `remaining` and `reset_after` (the
+    /// `RateLimit-*` headers).
+    ///
+    /// The iterator yields, request by request, what [`decide_key`](Self::decide_key) would give:
+    /// a cost above the capacity is an [`InsufficientCapacity`] error and leaves the key alone; a
+    /// cost of 0 is a peek, which never inserts the key. Chunks, read-ahead and the clock reading
+    /// per chunk are those of `check_keys`.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    ///
+    /// // 1500 bytes per second per client, bursts of one 9000-byte jumbo frame.
+    /// let bytes = Quota::per_second(1_500).unwrap().with_burst(9_000).unwrap();
+    /// let limiter = KeyedRateLimiter::<str>::gcra(bytes, 1_000).unwrap();
+    /// let packets = [("alice", 6_000), ("bob", 1_500), ("alice", 4_000), ("bob", 9_001)];
+    /// let decisions: Vec<_> = limiter.decide_keys(packets).collect();
+    /// assert_eq!(decisions[0].unwrap().remaining(), 3_000);
+    /// assert_eq!(decisions[1].unwrap().remaining(), 7_500);
+    /// assert!(!decisions[2].unwrap().is_allowed()); // 1000 bytes too many for now
+    /// assert!(decisions[3].is_err()); // more than the burst: never fits
+    /// ```
+    #[inline]
+    pub fn decide_keys<'k, Q, I>(&self, requests: I) -> DecideKeys<'_, K, A, C, S, I::IntoIter>
+    where
+        I: IntoIterator<Item = (&'k Q, u64)>,
+        K: Borrow<Q>,
+        Q: Hash + ?Sized + 'k,
+    {
+        DecideKeys {
+            // A placeholder, never yielded: results are written before they are read.
+            pipeline: Pipeline::new(
+                self,
+                requests.into_iter(),
+                Err(InsufficientCapacity::new(0, 0)),
+            ),
+        }
+    }
+}
+
+/// How many keys a batch hashes, prefetches and decides together: with the next chunk read ahead,
+/// enough to cover a memory latency with a chunk's decisions, few enough that two chunks' probes
+/// and one chunk's decisions stay in L1. In development runs, 8 and 32 did no better.
+const BATCH: usize = 16;
+
+/// What both batch iterators are: requests read and hashed a chunk ahead of the decisions, their
+/// cache lines requested, and each chunk decided at one clock reading. `E` is what a request
+/// carries besides its key (nothing for `check_keys`, the cost for `decide_keys`), `T` what is
+/// yielded for it.
+struct Pipeline<'a, K: ?Sized, A, C, S, I, E, T> {
+    limiter: &'a KeyedRateLimiter<K, A, C, S>,
+    requests: I,
+    /// The current chunk's decisions; `next..len` are still to be yielded.
+    results: [T; BATCH],
+    next: usize,
+    len: usize,
+    /// Two chunks of probes (each with the rest of its request): the current chunk's, and the next
+    /// one's (`probes[ahead]`, the first `ahead_len`), whose cache lines are on their way while
+    /// the current chunk is decided.
+    probes: [[(Probe, E); BATCH]; 2],
+    ahead: usize,
+    ahead_len: usize,
+    /// Whether `requests` has ended: it is not asked again, so the decisions end at its first
+    /// `None` even if it would go on after it.
+    exhausted: bool,
+}
+
+impl<'a, K, A, C, S, I, E, T> Pipeline<'a, K, A, C, S, I, E, T>
+where
+    K: ?Sized,
+    S: BuildHasher,
+    I: Iterator,
+    E: Copy + Default,
+    T: Copy,
+{
+    /// A pipeline that has read nothing yet; `placeholder` fills the result buffer.
+    #[inline]
+    fn new(limiter: &'a KeyedRateLimiter<K, A, C, S>, requests: I, placeholder: T) -> Self {
+        Pipeline {
+            limiter,
+            requests,
+            results: [placeholder; BATCH],
             next: 0,
             len: 0,
-            probes: [[Probe::default(); BATCH]; 2],
+            probes: [[(Probe::default(), E::default()); BATCH]; 2],
             ahead: 0,
             ahead_len: 0,
             exhausted: false,
         }
     }
+
+    /// Hashes the next chunk of requests into `probes[ahead]` and starts fetching their cache
+    /// lines. `split` takes a request apart into its key and the rest.
+    #[inline]
+    fn read_ahead<'k, Q>(&mut self, split: impl Fn(I::Item) -> (&'k Q, E))
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized + 'k,
+    {
+        let limiter = self.limiter;
+        let probes = &mut self.probes[self.ahead];
+        let mut len = 0;
+        if !self.exhausted {
+            for request in self.requests.by_ref().take(BATCH) {
+                let (key, extra) = split(request);
+                probes[len] = (limiter.probe(key), extra);
+                len += 1;
+            }
+            self.exhausted = len < BATCH;
+        }
+        self.ahead_len = len;
+    }
+
+    /// The next decision; `decide` makes one, at the chunk's clock reading.
+    #[inline]
+    fn next<'k, Q>(
+        &mut self,
+        split: impl Fn(I::Item) -> (&'k Q, E) + Copy,
+        decide: impl Fn(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos) -> T,
+    ) -> Option<T>
+    where
+        K: Borrow<Q>,
+        C: Clock,
+        Q: Hash + ?Sized + 'k,
+    {
+        if self.next == self.len {
+            // Decide the chunk read ahead, reading the one after it first: its prefetches then
+            // have a whole chunk's decisions to arrive in, where the first keys of a chunk would
+            // otherwise wait out a full memory latency.
+            if self.ahead_len == 0 && !self.exhausted {
+                // The first call: nothing read ahead yet. (Later, an empty read-ahead means the
+                // requests have ended.)
+                self.read_ahead(split);
+            }
+            if self.ahead_len == 0 {
+                return None;
+            }
+            let (current, len) = (self.ahead, self.ahead_len);
+            self.ahead ^= 1;
+            self.read_ahead(split);
+            // One clock reading for the whole chunk, taken after its lines were requested.
+            let limiter = self.limiter;
+            let now = limiter.clock.now();
+            let chunk = &self.probes[current][..len];
+            for (result, (probe, extra)) in self.results.iter_mut().zip(chunk) {
+                *result = decide(limiter, probe, *extra, now);
+            }
+            (self.next, self.len) = (0, len);
+        }
+        self.next += 1;
+        Some(self.results[self.next - 1])
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let buffered = self.len - self.next + self.ahead_len;
+        let (low, high) = if self.exhausted {
+            (0, Some(0))
+        } else {
+            self.requests.size_hint()
+        };
+        (
+            low.saturating_add(buffered),
+            high.and_then(|h| h.checked_add(buffered)),
+        )
+    }
 }
 
-/// How many keys [`KeyedRateLimiter::check_keys`] hashes, prefetches and decides together: with
-/// the next chunk read ahead, enough to cover a memory latency with a chunk's decisions, few
-/// enough that two chunks' probes and one chunk's decisions stay in L1. In development runs, 8
-/// and 32 did no better.
-const BATCH: usize = 16;
+impl<K: ?Sized, A, C, S, I, E, T> Pipeline<'_, K, A, C, S, I, E, T> {
+    /// The decisions made and not yet yielded.
+    fn decided(&self) -> &[T] {
+        &self.results[self.next..self.len]
+    }
+}
 
 /// The decisions of [`KeyedRateLimiter::check_keys`], one per key, in order.
 ///
@@ -83,44 +247,7 @@ const BATCH: usize = 16;
 /// ```
 #[must_use = "iterators are lazy: no key is checked until the iterator is advanced"]
 pub struct CheckKeys<'a, K: ?Sized, A, C, S, I> {
-    limiter: &'a KeyedRateLimiter<K, A, C, S>,
-    keys: I,
-    /// The current chunk's decisions; `next..len` are still to be yielded.
-    results: [Result<(), Denied>; BATCH],
-    next: usize,
-    len: usize,
-    /// Two chunks of probes: the current chunk's, and the next one's (`probes[ahead]`, the first
-    /// `ahead_len`), whose cache lines are on their way while the current chunk is decided.
-    probes: [[Probe; BATCH]; 2],
-    ahead: usize,
-    ahead_len: usize,
-    /// Whether `keys` has ended: it is not asked again, so the decisions end at its first `None`
-    /// even if it would go on after it.
-    exhausted: bool,
-}
-
-impl<'k, K, A, C, S, I, Q> CheckKeys<'_, K, A, C, S, I>
-where
-    K: ?Sized + Borrow<Q>,
-    S: BuildHasher,
-    I: Iterator<Item = &'k Q>,
-    Q: Hash + ?Sized + 'k,
-{
-    /// Hashes the next chunk of keys into `probes[ahead]` and starts fetching their cache lines.
-    #[inline]
-    fn read_ahead(&mut self) {
-        let limiter = self.limiter;
-        let probes = &mut self.probes[self.ahead];
-        let mut len = 0;
-        if !self.exhausted {
-            for key in self.keys.by_ref().take(BATCH) {
-                probes[len] = limiter.probe(key);
-                len += 1;
-            }
-            self.exhausted = len < BATCH;
-        }
-        self.ahead_len = len;
-    }
+    pipeline: Pipeline<'a, K, A, C, S, I, (), Result<(), Denied>>,
 }
 
 impl<'k, K, A, C, S, I, Q> Iterator for CheckKeys<'_, K, A, C, S, I>
@@ -136,50 +263,19 @@ where
 
     #[inline]
     fn next(&mut self) -> Option<Result<(), Denied>> {
-        if self.next == self.len {
-            // Decide the chunk read ahead, reading the one after it first: its prefetches then
-            // have a whole chunk's decisions to arrive in, where the first keys of a chunk would
-            // otherwise wait out a full memory latency.
-            if self.ahead_len == 0 && !self.exhausted {
-                // The first call: nothing read ahead yet. (Later, an empty read-ahead means the
-                // keys have ended.)
-                self.read_ahead();
-            }
-            if self.ahead_len == 0 {
-                return None;
-            }
-            let (current, len) = (self.ahead, self.ahead_len);
-            self.ahead ^= 1;
-            self.read_ahead();
-            // One clock reading for the whole chunk, taken after its lines were requested.
-            let limiter = self.limiter;
-            let now = limiter.clock.now();
-            let chunk = &self.probes[current][..len];
-            for (result, probe) in self.results.iter_mut().zip(chunk) {
-                *result = limiter.apply_at(&limiter.algorithm, probe, 1, now);
-            }
-            (self.next, self.len) = (0, len);
-        }
-        self.next += 1;
-        Some(self.results[self.next - 1])
+        self.pipeline.next(
+            |key| (key, ()),
+            |limiter, probe, (), now| limiter.apply_at(&limiter.algorithm, probe, 1, now),
+        )
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.len - self.next + self.ahead_len;
-        let (low, high) = if self.exhausted {
-            (0, Some(0))
-        } else {
-            self.keys.size_hint()
-        };
-        (
-            low.saturating_add(buffered),
-            high.and_then(|h| h.checked_add(buffered)),
-        )
+        self.pipeline.size_hint()
     }
 }
 
 /// Fused whatever `keys` is: once it has returned `None`, it is not asked again.
-impl<'k, K, A, C, S, I, Q> core::iter::FusedIterator for CheckKeys<'_, K, A, C, S, I>
+impl<'k, K, A, C, S, I, Q> FusedIterator for CheckKeys<'_, K, A, C, S, I>
 where
     K: ?Sized + Borrow<Q>,
     A: Algorithm,
@@ -193,7 +289,69 @@ where
 impl<K: ?Sized, A, C, S, I> fmt::Debug for CheckKeys<'_, K, A, C, S, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CheckKeys")
-            .field("decided", &&self.results[self.next..self.len])
+            .field("decided", &self.pipeline.decided())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The decisions of [`KeyedRateLimiter::decide_keys`], one per request, in order.
+///
+/// ```
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+/// let mut decisions = limiter.decide_keys([(&1, 4), (&1, 0), (&2, 11)]);
+/// assert_eq!(decisions.size_hint(), (3, Some(3)));
+/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 6);
+/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 6); // a peek
+/// assert!(decisions.next().unwrap().is_err()); // 11 never fits a burst of 10
+/// assert!(decisions.next().is_none());
+/// ```
+#[must_use = "iterators are lazy: no request is decided until the iterator is advanced"]
+pub struct DecideKeys<'a, K: ?Sized, A, C, S, I> {
+    pipeline: Pipeline<'a, K, A, C, S, I, u64, Result<Decision, InsufficientCapacity>>,
+}
+
+impl<'k, K, A, C, S, I, Q> Iterator for DecideKeys<'_, K, A, C, S, I>
+where
+    K: ?Sized + Borrow<Q>,
+    A: Algorithm,
+    C: Clock,
+    S: BuildHasher,
+    I: Iterator<Item = (&'k Q, u64)>,
+    Q: Hash + ?Sized + 'k,
+{
+    type Item = Result<Decision, InsufficientCapacity>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
+        self.pipeline.next(
+            |request| request,
+            |limiter, probe, cost, now| limiter.decide_at(&limiter.algorithm, probe, cost, now),
+        )
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.pipeline.size_hint()
+    }
+}
+
+/// Fused whatever `requests` is: once it has returned `None`, it is not asked again.
+impl<'k, K, A, C, S, I, Q> FusedIterator for DecideKeys<'_, K, A, C, S, I>
+where
+    K: ?Sized + Borrow<Q>,
+    A: Algorithm,
+    C: Clock,
+    S: BuildHasher,
+    I: Iterator<Item = (&'k Q, u64)>,
+    Q: Hash + ?Sized + 'k,
+{
+}
+
+impl<K: ?Sized, A, C, S, I> fmt::Debug for DecideKeys<'_, K, A, C, S, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecideKeys")
+            .field("decided", &self.pipeline.decided())
             .finish_non_exhaustive()
     }
 }

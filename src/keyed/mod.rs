@@ -1,14 +1,15 @@
 //! Keyed limiters: one state per client, IP address or API key, in a table of fixed size.
 //!
-//! [`KeyedRateLimiter`] is the limiter, configured by a [`KeyedBuilder`]; [`CheckKeys`] is the
-//! iterator of its batched check, [`check_keys`](KeyedRateLimiter::check_keys).
+//! [`KeyedRateLimiter`] is the limiter, configured by a [`KeyedBuilder`]; [`CheckKeys`] and
+//! [`DecideKeys`] are the iterators of its batched checks,
+//! [`check_keys`](KeyedRateLimiter::check_keys) and [`decide_keys`](KeyedRateLimiter::decide_keys).
 
-// The limiter and its checks are in this file, the builder in `builder.rs`, the batched check in
+// The limiter and its checks are in this file, the builder in `builder.rs`, the batched checks in
 // `batch.rs`; the table is `store::Table`.
 mod batch;
 mod builder;
 
-pub use batch::CheckKeys;
+pub use batch::{CheckKeys, DecideKeys};
 pub use builder::{KeyedBuilder, KeyedError};
 
 use core::borrow::Borrow;
@@ -353,17 +354,28 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         }
     }
 
+    #[inline]
     fn decide_with<B: Algorithm>(
         &self,
         algorithm: &B,
         probe: &Probe,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity> {
+        self.decide_at(algorithm, probe, cost, self.clock.now())
+    }
+
+    #[inline]
+    fn decide_at<B: Algorithm>(
+        &self,
+        algorithm: &B,
+        probe: &Probe,
+        cost: u64,
+        now: Nanos,
+    ) -> Result<Decision, InsufficientCapacity> {
         let capacity = algorithm.capacity();
         if cost > capacity {
             return Err(InsufficientCapacity::new(cost, capacity));
         }
-        let now = self.clock.now();
         let step = |state| algorithm.decide(state, now, cost);
         Ok(
             match self
