@@ -179,6 +179,17 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         );
     }
     if label == "100k uniform" {
+        // The rich decision against the cheap check, one key at a time (the table in cache, so
+        // that the difference is not buried under memory latency).
+        paired(
+            &format!("keyed {label}: decide_key / check_key"),
+            || {
+                time_keys(&seq, &mut a, |k| {
+                    tollgate.decide_key(&k, 1).is_ok_and(|d| d.is_allowed())
+                })
+            },
+            || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
+        );
         // What a small batch costs against the same keys checked one by one: a call's fixed
         // cost (its buffers, a clock reading per chunk) against the overlap it buys.
         for batch in [1, 4] {

