@@ -62,8 +62,9 @@
 //! groups are full of live keys an [`Overflow`] policy applies, and a key that is being limited
 //! never gets its quota back because others flooded in. GCRA tables take a per-call quota for
 //! tiers ([`KeyedRateLimiter::check_key_with`]). A server that receives requests in batches can
-//! decide them with [`KeyedRateLimiter::check_keys`], which overlaps their table lookups: over a
-//! table larger than the caches, a fraction of a memory latency per key instead of one.
+//! decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full decision per
+//! request, [`KeyedRateLimiter::decide_keys`]), which overlaps their table lookups: over a table
+//! larger than the caches, a fraction of a memory latency per key instead of one.
 //!
 //! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
 //! locked shards, at most `limit` timestamps per key, a bounded number of keys.
