@@ -402,6 +402,64 @@ fn many_threads_exact_counts_per_key() {
     );
 }
 
+/// The batched calls race like single ones: 8 threads over 200 keys at frozen time, half of
+/// them through `check_keys` (cost 1), half through `decide_keys` (cost 2), in batches of 50.
+/// Every key admits exactly its burst of 8 units: fewer would mean a unit left while a cost-1
+/// request was refused (there are 40 of them per key), more an admission lost by the table.
+#[test]
+fn batches_from_many_threads_admit_exact_units_per_key() {
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(8).unwrap()))
+        .capacity(1_000)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    let barrier = Barrier::new(8);
+    let units: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8u32)
+            .map(|t| {
+                let (limiter, barrier) = (&limiter, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut units = vec![0u64; 200];
+                    for round in 0..10 {
+                        // Threads walk the keys in different orders.
+                        let keys: Vec<u32> =
+                            (0..200).map(|i| (i * 7 + t * 31 + round) % 200).collect();
+                        for batch in keys.chunks(50) {
+                            if t % 2 == 0 {
+                                for (key, d) in batch.iter().zip(limiter.check_keys(batch)) {
+                                    units[*key as usize] += d.is_ok() as u64;
+                                }
+                            } else {
+                                let requests = batch.iter().map(|k| (k, 2));
+                                for (key, d) in batch.iter().zip(limiter.decide_keys(requests)) {
+                                    units[*key as usize] += 2 * d.unwrap().is_allowed() as u64;
+                                }
+                            }
+                        }
+                    }
+                    units
+                })
+            })
+            .collect();
+        let mut total = vec![0u64; 200];
+        for h in handles {
+            for (t, u) in total.iter_mut().zip(h.join().unwrap()) {
+                *t += u;
+            }
+        }
+        total
+    });
+    assert!(units.iter().all(|&n| n == 8), "{units:?}");
+    let stats = limiter.stats();
+    assert_eq!(
+        (stats.occupied, stats.overflows),
+        (200, 0),
+        "one slot per key"
+    );
+}
+
 /// `check_keys` decides exactly as `check_key` called on each key in turn at the same time,
 /// across chunk boundaries, with repeated keys and with keys that overflow a tiny table.
 #[test]
