@@ -14,11 +14,17 @@
 //! `Mutex`-guarded shards. That is the right trade for limits of a few per minute or less, where
 //! contention on one shard is rare and the memory per key is `16 × limit` bytes at most.
 
+// The decision on one key's log is in `log.rs`, the locked shards that hold the logs in
+// `shard.rs`, the keyed limiter over them here.
+mod log;
+mod shard;
+
+pub use log::SlidingLog;
+
 use core::borrow::Borrow;
 use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::marker::PhantomData;
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crossbeam_utils::CachePadded;
@@ -28,285 +34,8 @@ use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::keyed::{DefaultKeyHasher, KeyedBuilder};
 use crate::quota::Quota;
 use crate::store::{prev_power_of_two, CapacityError, KeyedStats, Overflow};
-
-/// The sliding log's parameters: `limit` units per `period`. Build a [`KeyedSlidingLog`] from it
-/// with [`KeyedSlidingLog::builder`].
-///
-/// ```
-/// use tollgate::{Quota, SlidingLog};
-/// let log = SlidingLog::new(&Quota::per_hour(5).unwrap());
-/// assert_eq!(log.limit(), 5);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SlidingLog {
-    limit: u64,
-    period: u64,
-}
-
-impl SlidingLog {
-    /// `quota.limit()` per `quota.period()` (the burst is not used: the log allows the whole
-    /// limit at once, as the definition does).
-    ///
-    /// ```
-    /// use tollgate::{Quota, SlidingLog};
-    /// let log = SlidingLog::new(&Quota::per_minute(3).unwrap());
-    /// assert_eq!(log.period(), std::time::Duration::from_secs(60));
-    /// ```
-    pub const fn new(quota: &Quota) -> SlidingLog {
-        SlidingLog {
-            limit: quota.limit(),
-            period: quota.period_nanos(),
-        }
-    }
-
-    /// Units admitted per period.
-    ///
-    /// ```
-    /// # use tollgate::{Quota, SlidingLog};
-    /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).limit(), 2);
-    /// ```
-    pub const fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    /// The period.
-    ///
-    /// ```
-    /// # use tollgate::{Quota, SlidingLog};
-    /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).period().as_secs(), 3600);
-    /// ```
-    pub const fn period(&self) -> core::time::Duration {
-        core::time::Duration::from_nanos(self.period)
-    }
-
-    /// Whether the log holds nothing that still counts at `now` (and at any later time).
-    fn is_idle(&self, log: &Log, now: Nanos) -> bool {
-        log.newest()
-            .map_or(true, |newest| newest + self.period <= now.as_nanos())
-    }
-
-    /// The time a decision on `log` is made at: `now`, or the newest logged stamp if that is
-    /// later (a request stamped before it is logged with it, as in the reference model).
-    fn time(&self, log: &Log, now: Nanos) -> u64 {
-        now.as_nanos().max(log.newest().unwrap_or(0))
-    }
-
-    /// Units still in the window `(t − P, t]`, and the index of the first entry in it.
-    fn used(&self, log: &Log, t: u64) -> (u64, usize) {
-        let mut expired = 0;
-        let mut first = 0;
-        for &(stamp, units) in &log.entries {
-            if stamp + self.period > t {
-                break;
-            }
-            expired += units;
-            first += 1;
-        }
-        (log.units - expired, first)
-    }
-
-    /// Decides a request of `cost` at `now` on `log`, recording it if admitted. Entries are
-    /// dropped only on an admission: then `t` becomes the newest stamp and no later decision on
-    /// this log is made at an earlier time, so what left the window stays out of it.
-    fn decide(&self, log: &mut Log, now: Nanos, cost: u64) -> Decision {
-        let t = self.time(log, now);
-        let (used, first) = self.used(log, t);
-        let reset = |log: &Log| {
-            // Zero once everything has left the window.
-            let end = log.newest().map_or(0, |newest| newest + self.period);
-            Nanos::from_nanos(end.saturating_sub(now.as_nanos()))
-        };
-        if cost == 0 || (cost <= self.limit && used + cost <= self.limit) {
-            if cost > 0 {
-                log.drop_front(first);
-                log.push(t, cost);
-            }
-            return Decision::new(
-                true,
-                self.limit - used - cost,
-                Nanos::ZERO,
-                reset(log),
-                self.limit,
-            );
-        }
-        let retry_after = if cost > self.limit {
-            Nanos::MAX
-        } else {
-            // The oldest units must leave until `used − left + cost ≤ limit`: the request fits
-            // one period after the entry that takes the count low enough.
-            let mut need = used + cost - self.limit;
-            let mut at = t;
-            for &(stamp, units) in log.entries.iter().skip(first) {
-                at = stamp + self.period;
-                if units >= need {
-                    break;
-                }
-                need -= units;
-            }
-            Nanos::from_nanos(at - now.as_nanos())
-        };
-        Decision::new(
-            false,
-            self.limit - used,
-            retry_after,
-            reset(log),
-            self.limit,
-        )
-    }
-}
-
-/// One key's log: admitted units, oldest first, run-length encoded by timestamp.
-#[derive(Debug, Default)]
-struct Log {
-    entries: VecDeque<(u64, u64)>,
-    units: u64,
-}
-
-impl Log {
-    fn newest(&self) -> Option<u64> {
-        self.entries.back().map(|&(stamp, _)| stamp)
-    }
-
-    /// Drops the `n` oldest entries.
-    fn drop_front(&mut self, n: usize) {
-        for (_, units) in self.entries.drain(..n) {
-            self.units -= units;
-        }
-    }
-
-    fn push(&mut self, stamp: u64, units: u64) {
-        match self.entries.back_mut() {
-            Some((last, n)) if *last == stamp => *n += units,
-            _ => self.entries.push_back((stamp, units)),
-        }
-        self.units += units;
-    }
-
-    fn bytes(&self) -> usize {
-        self.entries.capacity() * core::mem::size_of::<(u64, u64)>()
-    }
-}
-
-/// One shard: its logs, and the order in which they were last written (to find idle ones).
-#[derive(Debug, Default)]
-struct Shard {
-    logs: HashMap<u64, Log, BuildIdentity>,
-    /// `(newest stamp when pushed, key)`, oldest first. Entries go stale when their log is written
-    /// again or removed; they are skipped when met, and the queue is rebuilt when stale ones
-    /// dominate, so it stays within twice the number of logs.
-    order: VecDeque<(u64, u64)>,
-    reuses: u64,
-    evictions: u64,
-    overflows: u64,
-}
-
-/// The hash of a key is already a good hash: the shard's map uses it as is.
-#[derive(Clone, Copy, Debug, Default)]
-struct BuildIdentity;
-
-#[derive(Default)]
-struct Identity(u64);
-
-impl core::hash::Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | b as u64;
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl BuildHasher for BuildIdentity {
-    type Hasher = Identity;
-    fn build_hasher(&self) -> Identity {
-        Identity(0)
-    }
-}
-
-impl Shard {
-    /// Makes room for one more log, if the shard is full: drops the least recently written log
-    /// if it is idle, or (under [`Overflow::EvictLeastConstrained`]) the least recently written
-    /// log that is not at its limit. `false`: no room.
-    fn make_room(
-        &mut self,
-        config: &SlidingLog,
-        capacity: usize,
-        now: Nanos,
-        policy: Overflow,
-    ) -> bool {
-        if self.logs.len() < capacity {
-            return true;
-        }
-        // Stale entries at the front go; the first current one is the least recently written
-        // log. If it is idle, so may be others, but one is all we need.
-        while let Some(&front) = self.order.front() {
-            if !self.is_current(front) {
-                self.order.pop_front();
-                continue;
-            }
-            let key = front.1;
-            if config.is_idle(&self.logs[&key], now) {
-                self.order.pop_front();
-                self.logs.remove(&key);
-                self.reuses += 1;
-                return true;
-            }
-            break;
-        }
-        if policy != Overflow::EvictLeastConstrained {
-            return false;
-        }
-        // The least recently written log that could still admit a request (one at its limit is
-        // being limited right now and keeps its state). Its queue entry goes stale.
-        let victim = self.order.iter().find(|&&entry| {
-            self.is_current(entry) && {
-                let log = &self.logs[&entry.1];
-                config.used(log, config.time(log, now)).0 < config.limit
-            }
-        });
-        match victim {
-            Some(&(_, key)) => {
-                self.logs.remove(&key);
-                self.evictions += 1;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Whether a queue entry `(stamp, key)` still describes `key`'s log: written last at `stamp`.
-    fn is_current(&self, (stamp, key): (u64, u64)) -> bool {
-        self.logs.get(&key).and_then(Log::newest) == Some(stamp)
-    }
-
-    /// The time until the least recently written log leaves the window, if nothing changes:
-    /// when a full shard will have room.
-    fn time_to_room(&self, config: &SlidingLog, now: Nanos) -> Nanos {
-        let oldest = self.order.iter().find(|&&entry| self.is_current(entry));
-        Nanos::from_nanos(oldest.map_or(0, |&(stamp, _)| {
-            (stamp + config.period).saturating_sub(now.as_nanos())
-        }))
-    }
-
-    /// Notes that `key`'s log was written, with `stamp` its newest entry.
-    fn touched(&mut self, key: u64, stamp: u64) {
-        self.order.push_back((stamp, key));
-        if self.order.len() > 2 * self.logs.len() + 64 {
-            let mut current: Vec<(u64, u64)> = self
-                .logs
-                .iter()
-                .filter_map(|(&k, log)| log.newest().map(|s| (s, k)))
-                .collect();
-            current.sort_unstable();
-            self.order = current.into();
-        }
-    }
-}
+use log::Log;
+use shard::Shard;
 
 /// An exact sliding log per key, for low-frequency limits. See [the module docs](self).
 ///
@@ -472,12 +201,8 @@ impl<C: Clock, S: BuildHasher> SlidingLogBuilder<C, S> {
             .try_reserve_exact(shard_count)
             .map_err(|_| too_large())?;
         for _ in 0..shard_count {
-            let mut logs = HashMap::with_hasher(BuildIdentity);
-            logs.try_reserve(per_shard).map_err(|_| too_large())?;
-            shards.push(CachePadded::new(Mutex::new(Shard {
-                logs,
-                ..Shard::default()
-            })));
+            let shard = Shard::with_capacity(per_shard).map_err(|_| too_large())?;
+            shards.push(CachePadded::new(Mutex::new(shard)));
         }
         Ok(KeyedSlidingLog {
             config,
@@ -606,15 +331,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// assert!(log.memory() > 0);
     /// ```
     pub fn memory(&self) -> usize {
-        let per_entry = core::mem::size_of::<(u64, Log)>() + 1;
         self.shards
             .iter()
-            .map(|shard| {
-                let shard = lock(shard);
-                shard.logs.capacity() * per_entry
-                    + shard.order.capacity() * 16
-                    + shard.logs.values().map(Log::bytes).sum::<usize>()
-            })
+            .map(|shard| lock(shard).memory())
             .sum::<usize>()
             + core::mem::size_of_val(&*self.shards)
     }
@@ -673,22 +392,5 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> fmt::Debug for KeyedSlidingLog<K, C, S
             .field("overflow", &self.overflow)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_length_encoding_merges_equal_stamps() {
-        let mut log = Log::default();
-        log.push(5, 1);
-        log.push(5, 2);
-        log.push(7, 1);
-        assert_eq!(log.entries, VecDeque::from([(5, 3), (7, 1)]));
-        assert_eq!(log.units, 4);
-        log.drop_front(1);
-        assert_eq!((log.entries.len(), log.units), (1, 1));
     }
 }

@@ -1,0 +1,185 @@
+//! The sliding log's parameters and one key's log: the decision itself, on a log held under its
+//! shard's lock.
+
+use std::collections::VecDeque;
+
+use crate::clock::Nanos;
+use crate::decision::Decision;
+use crate::quota::Quota;
+
+/// The sliding log's parameters: `limit` units per `period`. Build a
+/// [`KeyedSlidingLog`](super::KeyedSlidingLog) from it with
+/// [`KeyedSlidingLog::builder`](super::KeyedSlidingLog::builder).
+///
+/// ```
+/// use tollgate::{Quota, SlidingLog};
+/// let log = SlidingLog::new(&Quota::per_hour(5).unwrap());
+/// assert_eq!(log.limit(), 5);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlidingLog {
+    pub(super) limit: u64,
+    /// In nanoseconds.
+    pub(super) period: u64,
+}
+
+impl SlidingLog {
+    /// `quota.limit()` per `quota.period()` (the burst is not used: the log allows the whole
+    /// limit at once, as the definition does).
+    ///
+    /// ```
+    /// use tollgate::{Quota, SlidingLog};
+    /// let log = SlidingLog::new(&Quota::per_minute(3).unwrap());
+    /// assert_eq!(log.period(), std::time::Duration::from_secs(60));
+    /// ```
+    pub const fn new(quota: &Quota) -> SlidingLog {
+        SlidingLog {
+            limit: quota.limit(),
+            period: quota.period_nanos(),
+        }
+    }
+
+    /// Units admitted per period.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, SlidingLog};
+    /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).limit(), 2);
+    /// ```
+    pub const fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The period.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, SlidingLog};
+    /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).period().as_secs(), 3600);
+    /// ```
+    pub const fn period(&self) -> core::time::Duration {
+        core::time::Duration::from_nanos(self.period)
+    }
+
+    /// Whether the log holds nothing that still counts at `now` (and at any later time).
+    pub(super) fn is_idle(&self, log: &Log, now: Nanos) -> bool {
+        log.newest()
+            .map_or(true, |newest| newest + self.period <= now.as_nanos())
+    }
+
+    /// The time a decision on `log` is made at: `now`, or the newest logged stamp if that is
+    /// later (a request stamped before it is logged with it, as in the reference model).
+    pub(super) fn time(&self, log: &Log, now: Nanos) -> u64 {
+        now.as_nanos().max(log.newest().unwrap_or(0))
+    }
+
+    /// Units still in the window `(t − P, t]`, and the index of the first entry in it.
+    pub(super) fn used(&self, log: &Log, t: u64) -> (u64, usize) {
+        let mut expired = 0;
+        let mut first = 0;
+        for &(stamp, units) in &log.entries {
+            if stamp + self.period > t {
+                break;
+            }
+            expired += units;
+            first += 1;
+        }
+        (log.units - expired, first)
+    }
+
+    /// Decides a request of `cost` at `now` on `log`, recording it if admitted. Entries are
+    /// dropped only on an admission: then `t` becomes the newest stamp and no later decision on
+    /// this log is made at an earlier time, so what left the window stays out of it.
+    pub(super) fn decide(&self, log: &mut Log, now: Nanos, cost: u64) -> Decision {
+        let t = self.time(log, now);
+        let (used, first) = self.used(log, t);
+        let reset = |log: &Log| {
+            // Zero once everything has left the window.
+            let end = log.newest().map_or(0, |newest| newest + self.period);
+            Nanos::from_nanos(end.saturating_sub(now.as_nanos()))
+        };
+        if cost == 0 || (cost <= self.limit && used + cost <= self.limit) {
+            if cost > 0 {
+                log.drop_front(first);
+                log.push(t, cost);
+            }
+            return Decision::new(
+                true,
+                self.limit - used - cost,
+                Nanos::ZERO,
+                reset(log),
+                self.limit,
+            );
+        }
+        let retry_after = if cost > self.limit {
+            Nanos::MAX
+        } else {
+            // The oldest units must leave until `used − left + cost ≤ limit`: the request fits
+            // one period after the entry that takes the count low enough.
+            let mut need = used + cost - self.limit;
+            let mut at = t;
+            for &(stamp, units) in log.entries.iter().skip(first) {
+                at = stamp + self.period;
+                if units >= need {
+                    break;
+                }
+                need -= units;
+            }
+            Nanos::from_nanos(at - now.as_nanos())
+        };
+        Decision::new(
+            false,
+            self.limit - used,
+            retry_after,
+            reset(log),
+            self.limit,
+        )
+    }
+}
+
+/// One key's log: admitted units, oldest first, run-length encoded by timestamp.
+#[derive(Debug, Default)]
+pub(super) struct Log {
+    entries: VecDeque<(u64, u64)>,
+    pub(super) units: u64,
+}
+
+impl Log {
+    pub(super) fn newest(&self) -> Option<u64> {
+        self.entries.back().map(|&(stamp, _)| stamp)
+    }
+
+    /// Drops the `n` oldest entries.
+    pub(super) fn drop_front(&mut self, n: usize) {
+        for (_, units) in self.entries.drain(..n) {
+            self.units -= units;
+        }
+    }
+
+    pub(super) fn push(&mut self, stamp: u64, units: u64) {
+        match self.entries.back_mut() {
+            Some((last, n)) if *last == stamp => *n += units,
+            _ => self.entries.push_back((stamp, units)),
+        }
+        self.units += units;
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.entries.capacity() * core::mem::size_of::<(u64, u64)>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_length_encoding_merges_equal_stamps() {
+        let mut log = Log::default();
+        log.push(5, 1);
+        log.push(5, 2);
+        log.push(7, 1);
+        assert_eq!(log.entries, VecDeque::from([(5, 3), (7, 1)]));
+        assert_eq!(log.units, 4);
+        log.drop_front(1);
+        assert_eq!((log.entries.len(), log.units), (1, 1));
+    }
+}
