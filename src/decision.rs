@@ -33,11 +33,11 @@ use crate::clock::Nanos;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Decision {
-    /// 1 if admitted, 0 if not. A whole word rather than a `bool`: a `bool` leaves seven bytes of
-    /// padding, which every copy of a `Decision` (and of the tuples and `Result`s that carry one
-    /// out of the compare-and-swap loop) moved with overlapping 4-byte loads and stores, and a
-    /// load that overlaps two earlier stores cannot take its data from them (store-to-load
-    /// forwarding fails, a stall of a dozen cycles or more). In one paired run
+    /// 1 if admitted, 0 if not. A whole word rather than a `bool`: with a `bool`, a `Decision`
+    /// has seven bytes of padding, and the copies that carry it out of the compare-and-swap loop
+    /// (in tuples and `Result`s) moved them with overlapping 4-byte loads and stores; a load that
+    /// overlaps two earlier stores cannot take its data from them (store-to-load forwarding
+    /// fails, a stall of a dozen cycles or more). In one paired run
     /// (`cargo bench --bench paired -- "keyed 100k uniform"`), `decide_key` took 1.39 times as
     /// long as `check_key` with the `bool` and 1.15 with the word.
     allowed: u64,
