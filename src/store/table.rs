@@ -152,7 +152,10 @@ pub(crate) struct Probe {
     /// probe is 24 bytes: a batch keeps 32 of them.
     shard: u32,
     groups: [u32; 2],
-    start: [u8; 2],
+    /// 16 bits each where 8 would do: with `u8`s the probe would end in two bytes of padding,
+    /// and copies of it (filling a batch's buffers, passing it to the lookup) would move its
+    /// last bytes with overlapping stores and loads, which stall store-to-load forwarding.
+    start: [u16; 2],
 }
 
 impl Probe {
@@ -328,8 +331,8 @@ impl Table {
             ],
             // Bits 40-47, used by neither the groups nor (below 2^16 shards) the shard.
             start: [
-                (hash >> 40) as u8 % GROUP as u8,
-                (hash >> 44) as u8 % GROUP as u8,
+                (hash >> 40) as u16 % GROUP as u16,
+                (hash >> 44) as u16 % GROUP as u16,
             ],
         }
     }
