@@ -596,6 +596,28 @@ fn decide_keys_decides_as_decide_key_in_turn() {
     }
 }
 
+/// A batch decides a request only when its decision is asked for: dropped half way, it has
+/// checked the keys it yielded and no others, though it had read and hashed them.
+#[test]
+fn a_batch_dropped_half_way_checked_only_what_it_yielded() {
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    let keys: Vec<u64> = (0..40).collect();
+    let mut decisions = limiter.check_keys(&keys);
+    for _ in 0..3 {
+        assert!(decisions.next().unwrap().is_ok());
+    }
+    drop(decisions);
+    assert_eq!(limiter.stats().occupied, 3);
+    let mut decisions = limiter.decide_keys(keys.iter().map(|k| (k, 1)));
+    for _ in 0..5 {
+        decisions.next().unwrap().unwrap();
+    }
+    drop(decisions);
+    // Keys 0-2 were denied (their hour's one request spent), 3-4 admitted; 5-39 never touched.
+    assert_eq!(limiter.stats().occupied, 5);
+    assert!(keys[5..].iter().all(|k| limiter.check_key(k).is_ok()));
+}
+
 #[test]
 fn check_keys_ends_at_the_first_none_of_its_keys() {
     // An iterator that goes on after returning `None`: keys 0, 1, 2, then None, then 3 forever.

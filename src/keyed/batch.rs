@@ -24,9 +24,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// requested together, and the chunk is decided in order at one clock reading while the next
     /// chunk's lines are on their way, so cache misses overlap instead of following one another.
     /// A key repeated within a chunk is decided twice, the second time on the state the first
-    /// decision left, exactly as with two calls. Nothing is checked until the iterator is
-    /// advanced, and a key is checked only when its chunk's first decision is asked for; the
-    /// keys themselves are read (and hashed) up to two chunks, 32 keys, ahead of the decisions
+    /// decision left, exactly as with two calls. A key is checked only when its decision is
+    /// asked for (an iterator dropped half way has checked only the keys it yielded), at the
+    /// clock reading its chunk took when the chunk's first decision was asked for; the keys
+    /// themselves are read (and hashed) up to two chunks, 32 keys, ahead of the decisions
     /// yielded. The decisions end at the first `None` of `keys`, which is not asked again.
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a
@@ -52,7 +53,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized + 'k,
     {
         CheckKeys {
-            pipeline: Pipeline::new(self, keys.into_iter(), Ok(())),
+            pipeline: Pipeline::new(self, keys.into_iter()),
         }
     }
 
@@ -88,12 +89,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized + 'k,
     {
         DecideKeys {
-            // A placeholder, never yielded: results are written before they are read.
-            pipeline: Pipeline::new(
-                self,
-                requests.into_iter(),
-                Err(InsufficientCapacity::new(0, 0)),
-            ),
+            pipeline: Pipeline::new(self, requests.into_iter()),
         }
     }
 }
@@ -105,52 +101,55 @@ const BATCH: usize = 16;
 
 /// What both batch iterators are: requests read and hashed a chunk ahead of the decisions, their
 /// cache lines requested, and each chunk decided at one clock reading. `E` is what a request
-/// carries besides its key (nothing for `check_keys`, the cost for `decide_keys`), `T` what is
-/// yielded for it.
-struct Pipeline<'a, K: ?Sized, A, C, S, I, E, T> {
+/// carries besides its key (nothing for `check_keys`, the cost for `decide_keys`).
+///
+/// A request is decided when its decision is asked for, not before: there is no buffer of
+/// decisions to fill, copy and drop, and a batch abandoned half way has decided only what it
+/// yielded.
+struct Pipeline<'a, K: ?Sized, A, C, S, I, E> {
     limiter: &'a KeyedRateLimiter<K, A, C, S>,
     requests: I,
-    /// The current chunk's decisions; `next..len` are still to be yielded.
-    results: [T; BATCH],
-    next: usize,
-    len: usize,
-    /// Two chunks of probes (each with the rest of its request): the current chunk's, and the next
-    /// one's (`probes[ahead]`, the first `ahead_len`), whose cache lines are on their way while
+    /// Two chunks of probes (each with the rest of its request): the current one
+    /// (`probes[current]`, of which `next..len` are still to be decided), and the next one
+    /// (`probes[current ^ 1]`, the first `ahead_len`), whose cache lines are on their way while
     /// the current chunk is decided.
     probes: [[(Probe, E); BATCH]; 2],
-    ahead: usize,
+    current: usize,
+    next: usize,
+    len: usize,
     ahead_len: usize,
+    /// The current chunk's clock reading.
+    now: Nanos,
     /// Whether `requests` has ended: it is not asked again, so the decisions end at its first
     /// `None` even if it would go on after it.
     exhausted: bool,
 }
 
-impl<'a, K, A, C, S, I, E, T> Pipeline<'a, K, A, C, S, I, E, T>
+impl<'a, K, A, C, S, I, E> Pipeline<'a, K, A, C, S, I, E>
 where
     K: ?Sized,
     S: BuildHasher,
     I: Iterator,
     E: Copy + Default,
-    T: Copy,
 {
-    /// A pipeline that has read nothing yet; `placeholder` fills the result buffer.
+    /// A pipeline that has read nothing yet.
     #[inline]
-    fn new(limiter: &'a KeyedRateLimiter<K, A, C, S>, requests: I, placeholder: T) -> Self {
+    fn new(limiter: &'a KeyedRateLimiter<K, A, C, S>, requests: I) -> Self {
         Pipeline {
             limiter,
             requests,
-            results: [placeholder; BATCH],
+            probes: [[(Probe::default(), E::default()); BATCH]; 2],
+            current: 1,
             next: 0,
             len: 0,
-            probes: [[(Probe::default(), E::default()); BATCH]; 2],
-            ahead: 0,
             ahead_len: 0,
+            now: Nanos::ZERO,
             exhausted: false,
         }
     }
 
-    /// Hashes the next chunk of requests into `probes[ahead]` and starts fetching their cache
-    /// lines. `split` takes a request apart into its key and the rest.
+    /// Hashes the next chunk of requests into `probes[current ^ 1]` and starts fetching their
+    /// cache lines. `split` takes a request apart into its key and the rest.
     #[inline]
     fn read_ahead<'k, Q>(&mut self, split: impl Fn(I::Item) -> (&'k Q, E))
     where
@@ -158,7 +157,7 @@ where
         Q: Hash + ?Sized + 'k,
     {
         let limiter = self.limiter;
-        let probes = &mut self.probes[self.ahead];
+        let probes = &mut self.probes[self.current ^ 1];
         let mut len = 0;
         if !self.exhausted {
             for request in self.requests.by_ref().take(BATCH) {
@@ -171,12 +170,12 @@ where
         self.ahead_len = len;
     }
 
-    /// The next decision; `decide` makes one, at the chunk's clock reading.
+    /// The next decision; `decide` makes it, at the chunk's clock reading.
     #[inline]
-    fn next<'k, Q>(
+    fn next<'k, Q, T>(
         &mut self,
         split: impl Fn(I::Item) -> (&'k Q, E) + Copy,
-        decide: impl Fn(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos) -> T,
+        decide: impl FnOnce(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos) -> T,
     ) -> Option<T>
     where
         K: Borrow<Q>,
@@ -184,9 +183,9 @@ where
         Q: Hash + ?Sized + 'k,
     {
         if self.next == self.len {
-            // Decide the chunk read ahead, reading the one after it first: its prefetches then
-            // have a whole chunk's decisions to arrive in, where the first keys of a chunk would
-            // otherwise wait out a full memory latency.
+            // Move on to the chunk read ahead, reading the one after it first: its prefetches
+            // then have a whole chunk's decisions to arrive in, where the first keys of a chunk
+            // would otherwise wait out a full memory latency.
             if self.ahead_len == 0 && !self.exhausted {
                 // The first call: nothing read ahead yet. (Later, an empty read-ahead means the
                 // requests have ended.)
@@ -195,24 +194,18 @@ where
             if self.ahead_len == 0 {
                 return None;
             }
-            let (current, len) = (self.ahead, self.ahead_len);
-            self.ahead ^= 1;
+            (self.current, self.next, self.len) = (self.current ^ 1, 0, self.ahead_len);
             self.read_ahead(split);
             // One clock reading for the whole chunk, taken after its lines were requested.
-            let limiter = self.limiter;
-            let now = limiter.clock.now();
-            let chunk = &self.probes[current][..len];
-            for (result, (probe, extra)) in self.results.iter_mut().zip(chunk) {
-                *result = decide(limiter, probe, *extra, now);
-            }
-            (self.next, self.len) = (0, len);
+            self.now = self.limiter.clock.now();
         }
+        let (probe, extra) = &self.probes[self.current][self.next];
         self.next += 1;
-        Some(self.results[self.next - 1])
+        Some(decide(self.limiter, probe, *extra, self.now))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let buffered = self.len - self.next + self.ahead_len;
+        let buffered = self.pending();
         let (low, high) = if self.exhausted {
             (0, Some(0))
         } else {
@@ -225,10 +218,10 @@ where
     }
 }
 
-impl<K: ?Sized, A, C, S, I, E, T> Pipeline<'_, K, A, C, S, I, E, T> {
-    /// The decisions made and not yet yielded.
-    fn decided(&self) -> &[T] {
-        &self.results[self.next..self.len]
+impl<K: ?Sized, A, C, S, I, E> Pipeline<'_, K, A, C, S, I, E> {
+    /// Requests read (and hashed) but not yet decided.
+    fn pending(&self) -> usize {
+        self.len - self.next + self.ahead_len
     }
 }
 
@@ -247,7 +240,7 @@ impl<K: ?Sized, A, C, S, I, E, T> Pipeline<'_, K, A, C, S, I, E, T> {
 /// ```
 #[must_use = "iterators are lazy: no key is checked until the iterator is advanced"]
 pub struct CheckKeys<'a, K: ?Sized, A, C, S, I> {
-    pipeline: Pipeline<'a, K, A, C, S, I, (), Result<(), Denied>>,
+    pipeline: Pipeline<'a, K, A, C, S, I, ()>,
 }
 
 impl<'k, K, A, C, S, I, Q> Iterator for CheckKeys<'_, K, A, C, S, I>
@@ -289,7 +282,7 @@ where
 impl<K: ?Sized, A, C, S, I> fmt::Debug for CheckKeys<'_, K, A, C, S, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CheckKeys")
-            .field("decided", &self.pipeline.decided())
+            .field("pending", &self.pipeline.pending())
             .finish_non_exhaustive()
     }
 }
@@ -309,7 +302,7 @@ impl<K: ?Sized, A, C, S, I> fmt::Debug for CheckKeys<'_, K, A, C, S, I> {
 /// ```
 #[must_use = "iterators are lazy: no request is decided until the iterator is advanced"]
 pub struct DecideKeys<'a, K: ?Sized, A, C, S, I> {
-    pipeline: Pipeline<'a, K, A, C, S, I, u64, Result<Decision, InsufficientCapacity>>,
+    pipeline: Pipeline<'a, K, A, C, S, I, u64>,
 }
 
 impl<'k, K, A, C, S, I, Q> Iterator for DecideKeys<'_, K, A, C, S, I>
@@ -351,7 +344,7 @@ where
 impl<K: ?Sized, A, C, S, I> fmt::Debug for DecideKeys<'_, K, A, C, S, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DecideKeys")
-            .field("decided", &self.pipeline.decided())
+            .field("pending", &self.pipeline.pending())
             .finish_non_exhaustive()
     }
 }
