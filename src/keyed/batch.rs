@@ -96,7 +96,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
 
 /// How many keys a batch hashes, prefetches and decides together: with the next chunk read ahead,
 /// enough to cover a memory latency with a chunk's decisions, few enough that two chunks' probes
-/// and one chunk's decisions stay in L1. In development runs, 8 and 32 did no better.
+/// stay in L1. In development runs, 8 and 32 did no better.
 const BATCH: usize = 16;
 
 /// What both batch iterators are: requests read and hashed a chunk ahead of the decisions, their
