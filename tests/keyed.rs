@@ -356,6 +356,37 @@ fn costs_zero_and_huge() {
     assert_eq!(limiter.stats().occupied, 0);
 }
 
+/// Runs `work(t, counts)` on 8 threads released together by a barrier, each with its own
+/// zeroed counts per key, and returns the counts summed over the threads.
+fn per_key_totals(keys: usize, work: impl Fn(u32, &mut [u64]) + Sync) -> Vec<u64> {
+    let barrier = Barrier::new(8);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    let mut counts = vec![0u64; keys];
+                    barrier.wait();
+                    work(t, &mut counts);
+                    counts
+                })
+            })
+            .collect();
+        let mut total = vec![0u64; keys];
+        for h in handles {
+            for (t, c) in total.iter_mut().zip(h.join().unwrap()) {
+                *t += c;
+            }
+        }
+        total
+    })
+}
+
+/// The order in which thread `t` walks 200 keys in `round`: every thread differently.
+fn walk(t: u32, round: u32) -> impl Iterator<Item = u32> {
+    (0..200).map(move |i| (i * 7 + t * 31 + round) % 200)
+}
+
 #[test]
 fn many_threads_exact_counts_per_key() {
     // 8 threads, 200 keys, every thread asks for every key 10 times at frozen time: the first
@@ -366,32 +397,12 @@ fn many_threads_exact_counts_per_key() {
         .clock(&clock)
         .build::<u32>()
         .unwrap();
-    let barrier = Barrier::new(8);
-    let per_key: Vec<u32> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8)
-            .map(|t| {
-                let (limiter, barrier) = (&limiter, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    let mut admitted = vec![0u32; 200];
-                    for round in 0..10 {
-                        for i in 0..200u32 {
-                            // Threads walk the keys in different orders.
-                            let key = (i * 7 + t * 31 + round) % 200;
-                            admitted[key as usize] += limiter.check_key(&key).is_ok() as u32;
-                        }
-                    }
-                    admitted
-                })
-            })
-            .collect();
-        let mut total = vec![0u32; 200];
-        for h in handles {
-            for (t, a) in total.iter_mut().zip(h.join().unwrap()) {
-                *t += a;
+    let per_key = per_key_totals(200, |t, admitted| {
+        for round in 0..10 {
+            for key in walk(t, round) {
+                admitted[key as usize] += limiter.check_key(&key).is_ok() as u64;
             }
         }
-        total
     });
     assert!(per_key.iter().all(|&n| n == 7), "{per_key:?}");
     let stats = limiter.stats();
@@ -414,42 +425,22 @@ fn batches_from_many_threads_admit_exact_units_per_key() {
         .clock(&clock)
         .build::<u32>()
         .unwrap();
-    let barrier = Barrier::new(8);
-    let units: Vec<u64> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8u32)
-            .map(|t| {
-                let (limiter, barrier) = (&limiter, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    let mut units = vec![0u64; 200];
-                    for round in 0..10 {
-                        // Threads walk the keys in different orders.
-                        let keys: Vec<u32> =
-                            (0..200).map(|i| (i * 7 + t * 31 + round) % 200).collect();
-                        for batch in keys.chunks(50) {
-                            if t % 2 == 0 {
-                                for (key, d) in batch.iter().zip(limiter.check_keys(batch)) {
-                                    units[*key as usize] += d.is_ok() as u64;
-                                }
-                            } else {
-                                let requests = batch.iter().map(|k| (k, 2));
-                                for (key, d) in batch.iter().zip(limiter.decide_keys(requests)) {
-                                    units[*key as usize] += 2 * d.unwrap().is_allowed() as u64;
-                                }
-                            }
-                        }
+    let units = per_key_totals(200, |t, units| {
+        for round in 0..10 {
+            let keys: Vec<u32> = walk(t, round).collect();
+            for batch in keys.chunks(50) {
+                if t % 2 == 0 {
+                    for (key, d) in batch.iter().zip(limiter.check_keys(batch)) {
+                        units[*key as usize] += d.is_ok() as u64;
                     }
-                    units
-                })
-            })
-            .collect();
-        let mut total = vec![0u64; 200];
-        for h in handles {
-            for (t, u) in total.iter_mut().zip(h.join().unwrap()) {
-                *t += u;
+                } else {
+                    let requests = batch.iter().map(|k| (k, 2));
+                    for (key, d) in batch.iter().zip(limiter.decide_keys(requests)) {
+                        units[*key as usize] += 2 * d.unwrap().is_allowed() as u64;
+                    }
+                }
             }
         }
-        total
     });
     assert!(units.iter().all(|&n| n == 8), "{units:?}");
     let stats = limiter.stats();
@@ -460,61 +451,29 @@ fn batches_from_many_threads_admit_exact_units_per_key() {
     );
 }
 
-/// `check_keys` decides exactly as `check_key` called on each key in turn at the same time,
-/// across chunk boundaries, with repeated keys and with keys that overflow a tiny table.
-#[test]
-fn check_keys_decides_as_check_key_in_turn() {
-    use tollgate::{Gcra, ManualClock, Overflow};
-    let build = || {
-        KeyedRateLimiter::builder(Gcra::from(Quota::per_second(3).unwrap()))
-            .capacity(20)
-            .overflow(Overflow::Deny)
-            .clock(ManualClock::new())
-            .hasher(seeded(3))
-            .build::<u64>()
-            .unwrap()
-    };
-    let (batched, single) = (build(), build());
-    let mut x = 0x1234_5678_9ABC_DEF1u64;
-    for round in 0..200 {
-        let keys: Vec<u64> = (0..(round % 41))
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x % 60
-            })
-            .collect();
-        // Collected one at a time, checking that the size hint is exact at every step, though
-        // the iterator reads a chunk ahead.
-        let mut decisions = batched.check_keys(&keys);
-        let mut got = Vec::new();
-        loop {
-            let left = keys.len() - got.len();
-            assert_eq!(decisions.size_hint(), (left, Some(left)), "round {round}");
-            match decisions.next() {
-                Some(decision) => got.push(decision),
-                None => break,
-            }
+/// Collects a batch's decisions one at a time, demanding an exact size hint at every step
+/// (though the iterator reads a chunk ahead) and nothing after the end.
+fn collect_with_exact_hints<T>(mut decisions: impl Iterator<Item = T>, len: usize) -> Vec<T> {
+    let mut got = Vec::new();
+    loop {
+        let left = len - got.len();
+        assert_eq!(decisions.size_hint(), (left, Some(left)));
+        match decisions.next() {
+            Some(decision) => got.push(decision),
+            None => break,
         }
-        assert!(decisions.next().is_none());
-        let want: Vec<_> = keys.iter().map(|k| single.check_key(k)).collect();
-        assert_eq!(got, want, "round {round}");
-        assert_eq!(batched.stats(), single.stats());
-        batched
-            .clock()
-            .advance(std::time::Duration::from_millis(97));
-        single.clock().advance(std::time::Duration::from_millis(97));
     }
-    assert!(batched.stats().overflows > 0 && batched.stats().reuses > 0);
+    assert!(decisions.next().is_none());
+    got
 }
 
-/// `decide_keys` decides exactly as `decide_key` called on each request in turn at the same time,
-/// for each algorithm and each overflow policy: costs from 0 (a peek) to past the capacity (an
-/// error that leaves the key alone) and `u64::MAX`, repeated keys, chunk boundaries, a tiny table
-/// whose keys overflow, and time moving both ways between batches.
+/// `check_keys` and `decide_keys` decide exactly as `check_key` and `decide_key` called on each
+/// request in turn at the same time (batches alternate between the two), for each algorithm and
+/// each overflow policy: costs from 0 (a peek) to past the capacity (an error that leaves the
+/// key alone) and `u64::MAX`, repeated keys, chunk boundaries, a tiny table whose keys overflow,
+/// and time moving both ways between batches.
 #[test]
-fn decide_keys_decides_as_decide_key_in_turn() {
+fn batches_decide_as_single_calls_in_turn() {
     fn run<A: Algorithm + Clone>(algorithm: A, overflow: Overflow) {
         let build = || {
             KeyedRateLimiter::builder(algorithm.clone())
@@ -535,7 +494,7 @@ fn decide_keys_decides_as_decide_key_in_turn() {
             x
         };
         let (mut peeks, mut errors) = (0, 0);
-        for round in 0..150 {
+        for round in 0..300 {
             let requests: Vec<(u64, u64)> = (0..(round % 37))
                 .map(|_| {
                     let key = next() % 40;
@@ -548,23 +507,23 @@ fn decide_keys_decides_as_decide_key_in_turn() {
                     (key, cost)
                 })
                 .collect();
-            peeks += requests.iter().filter(|r| r.1 == 0).count();
-            errors += requests.iter().filter(|r| r.1 > capacity).count();
-            let mut decisions = batched.decide_keys(requests.iter().map(|(k, c)| (k, *c)));
-            let mut got = Vec::new();
-            loop {
-                let left = requests.len() - got.len();
-                assert_eq!(decisions.size_hint(), (left, Some(left)), "round {round}");
-                match decisions.next() {
-                    Some(decision) => got.push(decision),
-                    None => break,
-                }
+            if round % 2 == 0 {
+                let keys = requests.iter().map(|(k, _)| k);
+                let got =
+                    collect_with_exact_hints(batched.check_keys(keys.clone()), requests.len());
+                let want: Vec<_> = keys.map(|k| single.check_key(k)).collect();
+                assert_eq!(got, want, "round {round}");
+            } else {
+                peeks += requests.iter().filter(|r| r.1 == 0).count();
+                errors += requests.iter().filter(|r| r.1 > capacity).count();
+                let decisions = batched.decide_keys(requests.iter().map(|(k, c)| (k, *c)));
+                let got = collect_with_exact_hints(decisions, requests.len());
+                let want: Vec<_> = requests
+                    .iter()
+                    .map(|(k, c)| single.decide_key(k, *c))
+                    .collect();
+                assert_eq!(got, want, "round {round}");
             }
-            let want: Vec<_> = requests
-                .iter()
-                .map(|(k, c)| single.decide_key(k, *c))
-                .collect();
-            assert_eq!(got, want, "round {round}");
             assert_eq!(batched.stats(), single.stats(), "round {round}");
             for clock in [batched.clock(), single.clock()] {
                 if round % 5 == 4 {
@@ -618,29 +577,34 @@ fn a_batch_dropped_half_way_checked_only_what_it_yielded() {
     assert!(keys[5..].iter().all(|k| limiter.check_key(k).is_ok()));
 }
 
+/// Both batches end at the first `None` of their requests and never ask again, though these go
+/// on after it: keys 0, 1, 2, then `None`, then key 3 forever.
 #[test]
-fn check_keys_ends_at_the_first_none_of_its_keys() {
-    // An iterator that goes on after returning `None`: keys 0, 1, 2, then None, then 3 forever.
-    struct Restarting<'a> {
-        keys: &'a [u64],
-        at: usize,
-    }
-    impl<'a> Iterator for Restarting<'a> {
-        type Item = &'a u64;
-        fn next(&mut self) -> Option<&'a u64> {
-            self.at += 1;
-            match self.at {
-                1..=3 => Some(&self.keys[self.at - 1]),
+fn batches_end_at_the_first_none_of_their_requests() {
+    const KEYS: [u64; 4] = [0, 1, 2, 3];
+    fn restarting() -> impl Iterator<Item = &'static u64> {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            at += 1;
+            match at {
+                1..=3 => Some(&KEYS[at - 1]),
                 4 => None,
-                _ => Some(&self.keys[3]),
+                _ => Some(&KEYS[3]),
             }
-        }
+        })
     }
-    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
-    let keys = [0, 1, 2, 3];
-    let mut decisions = limiter.check_keys(Restarting { keys: &keys, at: 0 });
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(2).unwrap(), 100).unwrap();
+    let mut checks = limiter.check_keys(restarting());
     for _ in 0..3 {
-        assert!(decisions.next().unwrap().is_ok());
+        assert!(checks.next().unwrap().is_ok());
+    }
+    assert_eq!(checks.size_hint(), (0, Some(0)));
+    for _ in 0..3 {
+        assert!(checks.next().is_none());
+    }
+    let mut decisions = limiter.decide_keys(restarting().map(|k| (k, 1)));
+    for _ in 0..3 {
+        assert_eq!(decisions.next().unwrap().unwrap().remaining(), 0);
     }
     assert_eq!(decisions.size_hint(), (0, Some(0)));
     for _ in 0..3 {
@@ -648,33 +612,5 @@ fn check_keys_ends_at_the_first_none_of_its_keys() {
     }
     // Key 3 was never checked.
     assert_eq!(limiter.stats().occupied, 3);
-    assert!(limiter.check_key(&3).is_ok());
-}
-
-#[test]
-fn decide_keys_ends_at_the_first_none_of_its_requests() {
-    // Requests for keys 0, 1, 2, then None, then key 3 forever.
-    let keys = [0u64, 1, 2, 3];
-    let keys = &keys;
-    let mut at = 0;
-    let restarting = std::iter::from_fn(move || {
-        at += 1;
-        match at {
-            1..=3 => Some((&keys[at - 1], 1)),
-            4 => None,
-            _ => Some((&keys[3], 1)),
-        }
-    });
-    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
-    let mut decisions = limiter.decide_keys(restarting);
-    for _ in 0..3 {
-        assert!(decisions.next().unwrap().unwrap().is_allowed());
-    }
-    assert_eq!(decisions.size_hint(), (0, Some(0)));
-    for _ in 0..3 {
-        assert!(decisions.next().is_none());
-    }
-    // Key 3 was never decided.
-    assert_eq!(limiter.stats().occupied, 3);
-    assert!(limiter.check_key(&3).is_ok());
+    assert_eq!(limiter.peek_key(&3).remaining(), 2);
 }
