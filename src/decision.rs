@@ -32,6 +32,7 @@ use crate::clock::Nanos;
 /// # }
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use = "a decision does nothing by itself: act on `is_allowed()`"]
 pub struct Decision {
     /// 1 if admitted, 0 if not. A whole word rather than a `bool`: with a `bool`, a `Decision`
     /// has seven bytes of padding, and the copies that carry it out of the compare-and-swap loop
