@@ -126,6 +126,22 @@ fn eviction_spares_logs_at_their_limit() {
 }
 
 #[test]
+fn any_thread_count_builds_a_working_log() {
+    // The shard count is about four per thread: a count near usize::MAX must saturate, not
+    // overflow, and 0 means one thread.
+    for threads in [0, 1, 3, usize::MAX / 4, usize::MAX] {
+        let log = KeyedSlidingLog::builder(&Quota::per_hour(2).unwrap())
+            .capacity(100)
+            .threads(threads)
+            .build::<u64>()
+            .unwrap();
+        assert!(log.check_key(&7).is_ok());
+        assert!(log.check_key(&7).is_ok());
+        assert!(log.check_key(&7).is_err(), "{threads} threads");
+    }
+}
+
+#[test]
 fn memory_stays_bounded_under_a_key_flood() {
     // 5 per hour, a new key every 50 ms: logs go idle an hour (72 000 keys) after they are
     // written, so the table fills within its first thousand keys, denies new keys until the

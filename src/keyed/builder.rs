@@ -125,7 +125,9 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     }
 
     /// How many threads will use the limiter (default: the machine's parallelism): the table's
-    /// counters are split into about four shards per thread.
+    /// counters are split into about four shards per thread, as far as the table has room for
+    /// them (a shard spans at least 16 KiB of slots, so that the shards' headers never take the
+    /// table past 24 bytes per key). Any count is accepted; 0 counts as 1.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};

@@ -39,7 +39,10 @@ pub type DefaultKeyHasher = ahash::RandomState;
 ///
 /// The table has one 16-byte slot per 0.68 keys of capacity (rounded up to whole 128-byte probe
 /// groups): **23.5 bytes per key of capacity**, for any key type (`u64`, `IpAddr`, `String`:
-/// the key is never stored), allocated once at construction.
+/// the key is never stored), allocated once at construction. With its shard headers and its own
+/// fields, a limiter of 2 000 keys or more takes at most 24 bytes per key of capacity
+/// ([`memory`](KeyedRateLimiter::memory)) whatever the thread count it is built for; a smaller
+/// one pays a few hundred bytes of fixed cost on top of its slots.
 /// Nothing is allocated afterwards: a slot whose state is back to fresh (an *idle* key) is reused
 /// in place by the next new key that needs room, with no background thread and nothing to call.
 /// A table built for `capacity(n)` holds `n` simultaneously live keys with uniformly random hashes

@@ -33,7 +33,7 @@ use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::keyed::{DefaultKeyHasher, KeyedBuilder};
 use crate::quota::Quota;
-use crate::store::{prev_power_of_two, CapacityError, KeyedStats, Overflow};
+use crate::store::{shards_for, CapacityError, KeyedStats, Overflow};
 use log::Log;
 use shard::Shard;
 
@@ -157,7 +157,8 @@ impl<C, S> SlidingLogBuilder<C, S> {
     }
 
     /// How many threads will use it (default: the machine's parallelism): about four locked
-    /// shards per thread.
+    /// shards per thread, each with room for at least 16 keys. Any count is accepted; 0 counts
+    /// as 1.
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, Quota};
@@ -190,11 +191,7 @@ impl<C: Clock, S: BuildHasher> SlidingLogBuilder<C, S> {
             bytes: capacity as u128 * core::mem::size_of::<(u64, Log)>() as u128,
         };
         // About four shards per thread, but at least 16 keys in each.
-        let shard_count = parallelism
-            .max(1)
-            .saturating_mul(4)
-            .next_power_of_two()
-            .min(prev_power_of_two((capacity / 16).max(1)));
+        let shard_count = shards_for(parallelism, capacity / 16);
         let per_shard = capacity.div_ceil(shard_count);
         let mut shards = Vec::new();
         shards

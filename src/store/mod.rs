@@ -64,4 +64,4 @@ pub(crate) use cell::StateCell;
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};
 pub use table::CapacityError;
-pub(crate) use table::{prev_power_of_two, Probe, Table};
+pub(crate) use table::{shards_for, Probe, Table};

@@ -83,7 +83,14 @@ const LOAD_NUM: usize = 17;
 const LOAD_DEN: usize = 25;
 
 /// Groups per shard, at least, before a table is split into more shards.
-const MIN_GROUPS_PER_SHARD: usize = 16;
+///
+/// Two reasons. A key's two probe groups are in its shard, so a shard needs many groups for the
+/// two choices to balance. And each shard costs memory: a 128-byte header of counters and, from
+/// rounding the groups up to a multiple of the shard count, up to one more group. With at least
+/// 128 groups (16 KiB) per shard that is at most 1.6%, which keeps a limiter of 2 000 keys or more within 24 bytes
+/// per key of capacity (the slots alone take 23.53) however many threads it is built for. With 16 groups per shard, a 10 000-key table built for 16 threads
+/// took 24.6 bytes per key.
+const MIN_GROUPS_PER_SHARD: usize = 128;
 
 /// The state word of a slot being claimed; never an algorithm's state (see [`Algorithm`]).
 const RESERVED: u64 = u64::MAX;
@@ -250,6 +257,57 @@ impl fmt::Display for CapacityError {
 
 impl std::error::Error for CapacityError {}
 
+/// How a table for a capacity is cut up: a pure function of the capacity and the thread count, so
+/// that its size can be checked without allocating it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    /// A power of two.
+    shards: usize,
+    groups_per_shard: usize,
+}
+
+impl Layout {
+    fn new(capacity: usize, parallelism: usize) -> Result<Layout, CapacityError> {
+        if capacity == 0 {
+            return Err(CapacityError::Zero);
+        }
+        let slots = capacity
+            .checked_mul(LOAD_DEN)
+            .ok_or(CapacityError::too_large(capacity))?
+            .div_ceil(LOAD_NUM);
+        let groups = slots.div_ceil(GROUP);
+        // Enough shards to spread the counters over the threads, each with enough groups for
+        // its keys' two choices and to pay for its header.
+        let shards = shards_for(parallelism, groups / MIN_GROUPS_PER_SHARD);
+        let groups_per_shard = groups.div_ceil(shards);
+        // Probes keep group indices in 32 bits: 2^32 groups are 512 GiB of table.
+        if (groups_per_shard * shards) as u64 > 1 << 32 {
+            return Err(CapacityError::too_large(capacity));
+        }
+        Ok(Layout {
+            shards,
+            groups_per_shard,
+        })
+    }
+
+    /// Bytes of the table this layout makes (groups, shard headers and the table's own fields).
+    fn bytes(self) -> usize {
+        self.shards * self.groups_per_shard * core::mem::size_of::<Group>()
+            + self.shards * core::mem::size_of::<CachePadded<ShardStats>>()
+            + core::mem::size_of::<Table>()
+    }
+}
+
+impl CapacityError {
+    fn too_large(capacity: usize) -> CapacityError {
+        CapacityError::TooLarge {
+            capacity,
+            bytes: (capacity as u128 * LOAD_DEN as u128).div_ceil(LOAD_NUM as u128)
+                * core::mem::size_of::<AtomicU128>() as u128,
+        }
+    }
+}
+
 /// The lock-free slot table.
 pub(crate) struct Table {
     groups: Box<[Group]>,
@@ -262,36 +320,19 @@ impl Table {
     /// A table that holds `capacity` live keys with uniformly random hashes, with a power-of-two
     /// number of shards suited to `parallelism` threads.
     pub(crate) fn new(capacity: usize, parallelism: usize) -> Result<Table, CapacityError> {
-        if capacity == 0 {
-            return Err(CapacityError::Zero);
-        }
-        let too_large = || CapacityError::TooLarge {
-            capacity,
-            bytes: (capacity as u128 * LOAD_DEN as u128).div_ceil(LOAD_NUM as u128)
-                * core::mem::size_of::<AtomicU128>() as u128,
-        };
-        let slots = capacity
-            .checked_mul(LOAD_DEN)
-            .ok_or_else(too_large)?
-            .div_ceil(LOAD_NUM);
-        let groups = slots.div_ceil(GROUP);
-        // Enough shards to spread the counters over the threads, each with enough groups to make
-        // its two probe groups independent choices.
-        let wanted = parallelism.max(1).saturating_mul(4).next_power_of_two();
-        let room = prev_power_of_two((groups / MIN_GROUPS_PER_SHARD).max(1));
-        let shard_count = wanted.min(room);
-        let groups_per_shard = groups.div_ceil(shard_count);
-        let total = groups_per_shard * shard_count;
-        // Probes keep group indices in 32 bits: 2^32 groups are 512 GiB of table.
-        if total as u64 > 1 << 32 {
-            return Err(too_large());
-        }
+        let Layout {
+            shards,
+            groups_per_shard,
+        } = Layout::new(capacity, parallelism)?;
+        let total = groups_per_shard * shards;
         let mut table: Vec<Group> = Vec::new();
-        table.try_reserve_exact(total).map_err(|_| too_large())?;
+        table
+            .try_reserve_exact(total)
+            .map_err(|_| CapacityError::too_large(capacity))?;
         table.extend((0..total).map(|_| Group::new()));
         Ok(Table {
             groups: table.into_boxed_slice(),
-            shards: (0..shard_count).map(|_| CachePadded::default()).collect(),
+            shards: (0..shards).map(|_| CachePadded::default()).collect(),
             groups_per_shard,
             capacity,
         })
@@ -299,9 +340,11 @@ impl Table {
 
     /// Bytes of memory the table holds.
     pub(crate) fn memory(&self) -> usize {
-        core::mem::size_of_val(&*self.groups)
-            + core::mem::size_of_val(&*self.shards)
-            + core::mem::size_of::<Table>()
+        Layout {
+            shards: self.shards.len(),
+            groups_per_shard: self.groups_per_shard,
+        }
+        .bytes()
     }
 
     /// Where the key with `hash` lives.
@@ -719,8 +762,20 @@ enum Inserted {
     Retry,
 }
 
+/// About four shards per thread, as a power of two, but no more than `most` (nor fewer than one).
+/// Any thread count is accepted: past `usize::MAX / 4` threads the count saturates instead of
+/// overflowing.
+pub(crate) fn shards_for(parallelism: usize, most: usize) -> usize {
+    let most = prev_power_of_two(most.max(1));
+    parallelism
+        .max(1)
+        .saturating_mul(4)
+        .checked_next_power_of_two()
+        .map_or(most, |wanted| wanted.min(most))
+}
+
 /// The largest power of two not above `n` (for `n >= 1`).
-pub(crate) const fn prev_power_of_two(n: usize) -> usize {
+const fn prev_power_of_two(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.leading_zeros())
 }
 
@@ -756,6 +811,46 @@ mod tests {
         assert_eq!((t.shards.len(), t.groups.len()), (1, 1));
         assert_eq!(core::mem::align_of::<Group>(), 128);
         assert_eq!(core::mem::size_of::<Group>(), 128);
+    }
+
+    /// Bytes a keyed limiter may hold beside its table (clock, hasher, algorithm, policy).
+    const LIMITER_FIELDS: usize = 256;
+
+    #[test]
+    fn tables_of_2000_keys_or_more_take_at_most_24_bytes_per_key_for_any_thread_count() {
+        let threads = [1, 2, 3, 16, 64, 1 << 10, 1 << 20, usize::MAX];
+        let bounded = |n: usize, t: usize| {
+            let bytes = Layout::new(n, t).unwrap().bytes();
+            bytes + LIMITER_FIELDS <= 24 * n
+        };
+        for &t in &threads {
+            // Every capacity up to 300 000 (past 2 048 groups, where a 16-thread table has its
+            // 64 shards), then every power of two and its neighbours up to the 2^32-group limit.
+            assert!((2_000..=300_000).all(|n| bounded(n, t)), "{t} threads");
+            for n in (12..35).map(|b| 1usize << b) {
+                assert!(
+                    (n - 2..n + 2).all(|n| bounded(n, t)),
+                    "{n} keys, {t} threads"
+                );
+            }
+        }
+        // Below it the fixed costs (a group, a shard header, the limiter's fields) outweigh the
+        // 0.47 bytes per key of room: from 1 687 keys down, for some thread count.
+        assert!(!bounded(1_687, 1 << 20));
+    }
+
+    #[test]
+    fn about_four_shards_per_thread_within_the_room() {
+        let room = 1 << 20;
+        assert_eq!(shards_for(0, room), 4);
+        assert_eq!(shards_for(1, room), 4);
+        assert_eq!(shards_for(3, room), 16);
+        assert_eq!(shards_for(16, room), 64);
+        assert_eq!(shards_for(16, 40), 32);
+        assert_eq!(shards_for(16, 0), 1);
+        assert_eq!(shards_for(usize::MAX / 4, room), room);
+        assert_eq!(shards_for(usize::MAX, room), room);
+        assert_eq!(shards_for(usize::MAX, usize::MAX), 1 << (usize::BITS - 1));
     }
 
     #[test]
