@@ -71,6 +71,19 @@ fn time_threads<F: Fn() -> bool + Sync>(threads: usize, f: &F) -> f64 {
     contended(threads, calls, f).as_nanos() as f64 / calls as f64
 }
 
+/// The thread counts of the contended rows: 2 (the scaling target), then each power of
+/// two up to the machine's CPU count, and that count itself.
+fn thread_counts() -> Vec<usize> {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut counts: Vec<usize> = std::iter::successors(Some(2), |&t| Some(t * 2))
+        .take_while(|&t| t <= cpus.max(2))
+        .collect();
+    if *counts.last().unwrap() != cpus && cpus > 2 {
+        counts.push(cpus);
+    }
+    counts
+}
+
 /// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
 /// keyed` runs the comparisons whose names contain "keyed"); everything without one.
 fn selected(name: &str) -> bool {
@@ -254,20 +267,21 @@ fn main() {
 
     // Under contention the deny path's missing write is what matters: a denial only reads the
     // word, so every core keeps the line shared, where every admission must own it.
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let allow = || tollgate.check().is_ok();
     let deny = || drained.check().is_ok();
-    paired(
-        &format!("deny / allow, {threads} threads: tollgate gcra"),
-        || time_threads(threads, &deny),
-        || time_threads(threads, &allow),
-    );
     let gov_allow = || governor.check().is_ok();
-    paired(
-        &format!("allow, {threads} threads: tollgate / governor"),
-        || time_threads(threads, &allow),
-        || time_threads(threads, &gov_allow),
-    );
+    for threads in thread_counts() {
+        paired(
+            &format!("deny / allow, {threads} threads: tollgate gcra"),
+            || time_threads(threads, &deny),
+            || time_threads(threads, &allow),
+        );
+        paired(
+            &format!("allow, {threads} threads: tollgate / governor"),
+            || time_threads(threads, &allow),
+            || time_threads(threads, &gov_allow),
+        );
+    }
 
     // Keyed, one thread, every key held: uniform and Zipf(1.0) popularity.
     keyed("1M uniform", 1_000_000, false);
@@ -317,30 +331,33 @@ fn main() {
         },
     );
 
-    // Distinct keys from every core: throughput against one thread. Thread j checks only keys
-    // k with k % threads == j.
-    let per_thread: Vec<Vec<u64>> = (0..threads as u64)
-        .map(|j| {
-            sequence(1_000_000 / threads as u64, 1 << 21, 20 + j, false)
-                .into_iter()
-                .map(|k| k * threads as u64 + j)
-                .collect()
-        })
-        .collect();
-    let run = |t: usize| {
-        let calls = CALLS / t as u64;
-        let slowest = on_threads(t, |j| {
-            let keys = &per_thread[j];
-            for i in 0..calls as usize {
-                black_box(keyed_1m.check_key(&keys[i % keys.len()]).is_ok());
-            }
-        });
-        // Nanoseconds per check of the whole group: lower is more throughput.
-        slowest.as_nanos() as f64 / (calls * t as u64) as f64
-    };
-    paired(
-        &format!("keyed distinct keys: 1 thread / {threads} threads, time per check"),
-        || run(1),
-        || run(threads),
-    );
+    // Distinct keys from several threads: throughput against one thread. With t threads, thread
+    // j checks only keys k with k % t == j.
+    for threads in thread_counts() {
+        let per_thread: Vec<Vec<u64>> = (0..threads as u64)
+            .map(|j| {
+                sequence(1_000_000 / threads as u64, 1 << 21, 20 + j, false)
+                    .into_iter()
+                    .map(|k| k * threads as u64 + j)
+                    .collect()
+            })
+            .collect();
+        let one_thread: Vec<u64> = sequence(1_000_000, 1 << 21, 20, false);
+        let run = |t: usize| {
+            let calls = CALLS / t as u64;
+            let slowest = on_threads(t, |j| {
+                let keys = if t == 1 { &one_thread } else { &per_thread[j] };
+                for i in 0..calls as usize {
+                    black_box(keyed_1m.check_key(&keys[i % keys.len()]).is_ok());
+                }
+            });
+            // Nanoseconds per check of the whole group: lower is more throughput.
+            slowest.as_nanos() as f64 / (calls * t as u64) as f64
+        };
+        paired(
+            &format!("keyed distinct keys: 1 thread / {threads} threads, time per check"),
+            || run(1),
+            || run(threads),
+        );
+    }
 }
