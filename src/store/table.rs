@@ -825,18 +825,21 @@ mod tests {
         };
         for &t in &threads {
             // Every capacity up to 300 000 (past 2 048 groups, where a 16-thread table has its
-            // 64 shards), then every power of two and its neighbours up to the 2^32-group limit.
+            // 64 shards), then every power of two and its neighbours up to 2^34 keys (near the
+            // 2^32-group limit; 2^25 on 32-bit targets, where capacity × 25 must fit a usize).
             assert!((2_000..=300_000).all(|n| bounded(n, t)), "{t} threads");
-            for n in (12..35).map(|b| 1usize << b) {
+            for n in (12..35.min(usize::BITS - 6)).map(|b| 1usize << b) {
                 assert!(
                     (n - 2..n + 2).all(|n| bounded(n, t)),
                     "{n} keys, {t} threads"
                 );
             }
         }
-        // Below it the fixed costs (a group, a shard header, the limiter's fields) outweigh the
-        // 0.47 bytes per key of room: from 1 687 keys down, for some thread count.
-        assert!(!bounded(1_687, 1 << 20));
+        // Small tables are dominated by fixed costs (whole groups, a shard header, the limiter's
+        // fields) that the 0.47 bytes per key of room cannot pay for: 100 keys take 19 groups,
+        // 2 432 bytes. (On x86-64 the bound first holds for every thread count at 1 688 keys;
+        // the crate promises it from 2 000, which leaves room for other targets' sizes.)
+        assert!(!bounded(100, 1));
     }
 
     #[test]
