@@ -87,9 +87,10 @@ const LOAD_DEN: usize = 25;
 /// Two reasons. A key's two probe groups are in its shard, so a shard needs many groups for the
 /// two choices to balance. And each shard costs memory: a 128-byte header of counters and, from
 /// rounding the groups up to a multiple of the shard count, up to one more group. With at least
-/// 128 groups (16 KiB) per shard that is at most 1.6%, which keeps a limiter of 2 000 keys or more within 24 bytes
-/// per key of capacity (the slots alone take 23.53) however many threads it is built for. With 16 groups per shard, a 10 000-key table built for 16 threads
-/// took 24.6 bytes per key.
+/// 128 groups (16 KiB) per shard that is at most 1.6%, which keeps a limiter of 2 000 keys or
+/// more within 24 bytes per key of capacity (the slots alone take 23.53) however many threads it
+/// is built for. With 16 groups per shard, a 10 000-key table built for 16 threads took 24.6
+/// bytes per key.
 const MIN_GROUPS_PER_SHARD: usize = 128;
 
 /// The state word of a slot being claimed; never an algorithm's state (see [`Algorithm`]).
@@ -824,8 +825,8 @@ mod tests {
             bytes + LIMITER_FIELDS <= 24 * n
         };
         for &t in &threads {
-            // Every capacity up to 300 000 (past 2 048 groups, where a 16-thread table has its
-            // 64 shards), then every power of two and its neighbours up to 2^34 keys (near the
+            // Every capacity up to 300 000 (55 000 groups: past the 8 192 at which a table
+            // built for 16 threads reaches its 64 shards), then every power of two and its neighbours up to 2^34 keys (near the
             // 2^32-group limit; 2^25 on 32-bit targets, where capacity × 25 must fit a usize).
             assert!((2_000..=300_000).all(|n| bounded(n, t)), "{t} threads");
             for n in (12..35.min(usize::BITS - 6)).map(|b| 1usize << b) {
