@@ -74,11 +74,11 @@ fn time_threads<F: Fn() -> bool + Sync>(threads: usize, f: &F) -> f64 {
 /// The thread counts of the contended rows: 2 (the scaling target), then each power of
 /// two up to the machine's CPU count, and that count itself.
 fn thread_counts() -> Vec<usize> {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
     let mut counts: Vec<usize> = std::iter::successors(Some(2), |&t| Some(t * 2))
-        .take_while(|&t| t <= cpus.max(2))
+        .take_while(|&t| t <= cpus)
         .collect();
-    if *counts.last().unwrap() != cpus && cpus > 2 {
+    if counts.last() != Some(&cpus) {
         counts.push(cpus);
     }
     counts
@@ -331,8 +331,9 @@ fn main() {
         },
     );
 
-    // Distinct keys from several threads: throughput against one thread. With t threads, thread
-    // j checks only keys k with k % t == j.
+    // Distinct keys from several threads: throughput against one thread, which checks keys from
+    // the same million. With t threads, thread j checks only keys k with k % t == j.
+    let one_thread: Vec<u64> = sequence(1_000_000, 1 << 21, 20, false);
     for threads in thread_counts() {
         let per_thread: Vec<Vec<u64>> = (0..threads as u64)
             .map(|j| {
@@ -342,7 +343,6 @@ fn main() {
                     .collect()
             })
             .collect();
-        let one_thread: Vec<u64> = sequence(1_000_000, 1 << 21, 20, false);
         let run = |t: usize| {
             let calls = CALLS / t as u64;
             let slowest = on_threads(t, |j| {

@@ -126,8 +126,8 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
 
     /// How many threads will use the limiter (default: the machine's parallelism): the table's
     /// counters are split into about four shards per thread, as far as the table has room for
-    /// them (a shard spans at least 16 KiB of slots, so that the shards' headers never take the
-    /// table past 24 bytes per key). Any count is accepted; 0 counts as 1.
+    /// them (a shard spans at least 16 KiB of slots, so that the shards' headers never take a
+    /// table of 2 000 keys or more past 24 bytes per key). Any count is accepted; 0 counts as 1.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};

@@ -3,7 +3,8 @@
 //! # Layout
 //!
 //! ```text
-//! shards (power of two, picked by the hash's high bits), each a cache-padded stats header
+//! shards (power of two, picked by the hash's high bits; about four per thread, as far as each
+//!         keeps 128 groups or more), each a cache-padded stats header
 //! └─ groups (any number per shard; two per key, picked by the hash's low and mixed bits)
 //!    └─ 8 slots × 16 bytes = one 128-byte-aligned pair of cache lines
 //!       slot: ┌───────────────────── state (64) ─────────────────────┬────── tag (64) ──────┐
@@ -260,7 +261,7 @@ impl std::error::Error for CapacityError {}
 
 /// How a table for a capacity is cut up: a pure function of the capacity and the thread count, so
 /// that its size can be checked without allocating it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 struct Layout {
     /// A power of two.
     shards: usize,
