@@ -126,6 +126,93 @@ fn eviction_spares_logs_at_their_limit() {
 }
 
 #[test]
+fn eviction_looks_at_a_bounded_number_of_logs() {
+    // Capacity 31: one shard. 2 per minute; the clock stands still, so no log goes idle.
+    let clock = ManualClock::new();
+    let log = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+        .capacity(31)
+        .threads(1)
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    assert_eq!(log.stats().slots, 31);
+    for key in 0..30 {
+        log.check_key_n(&key, 2).unwrap(); // at its limit
+    }
+    log.check_key(&30).unwrap(); // 1 of 2: the only log that may be evicted, written last
+                                 // The first new key looks at the 16 oldest logs, all at their limit, and is denied; they
+                                 // move to the back of the line.
+    assert!(log.check_key(&100).is_err());
+    assert_eq!((log.stats().overflows, log.stats().evictions), (1, 0));
+    // The second looks at the next 16: logs 16 to 29, then 30, which goes.
+    log.check_key(&101).unwrap();
+    assert_eq!((log.stats().overflows, log.stats().evictions), (1, 1));
+    assert_eq!(log.peek_key(&30).remaining(), 2, "evicted: fresh");
+    // Key 101 (1 of 2) is now the only candidate, behind the 30 limited logs: again one denial,
+    // then an eviction.
+    assert!(log.check_key(&102).is_err());
+    log.check_key(&103).unwrap();
+    assert_eq!(log.peek_key(&101).remaining(), 2, "evicted: fresh");
+    let stats = log.stats();
+    assert_eq!(
+        (
+            stats.overflows,
+            stats.evictions,
+            stats.reuses,
+            stats.occupied
+        ),
+        (2, 2, 0, 31)
+    );
+    // No log at its limit lost its state on the way.
+    for key in 0..30 {
+        assert!(log.check_key(&key).is_err(), "key {key}");
+    }
+}
+
+#[test]
+fn memory_stays_within_its_documented_bound() {
+    // Churn through many more keys than the log holds, most admitted up to their limit at
+    // distinct times (one entry per unit, the most room a log can take), with logs going idle
+    // and being evicted: the map's tombstones, the queue's rebuilds and the logs' growth all run. The
+    // shard counts follow from the capacity and threads (about four per thread, at least 16 keys
+    // each).
+    for (capacity, threads, shards, limit) in [(3, 1, 1, 2), (40, 1, 2, 100), (1_000, 2, 8, 5)] {
+        let clock = ManualClock::new();
+        let log = KeyedSlidingLog::builder(&Quota::per_hour(limit).unwrap())
+            .capacity(capacity)
+            .threads(threads)
+            .overflow(Overflow::EvictLeastConstrained)
+            .clock(&clock)
+            .hasher(ahash::RandomState::with_seeds(1, 2, 3, 4))
+            .build::<u64>()
+            .unwrap();
+        let slots = log.stats().slots;
+        let bound = slots * (256 + 16 * limit as usize) + shards * 1_434;
+        let mut most = log.memory();
+        for key in 0..30 * capacity as u64 {
+            // Every third key stops one short of its limit: those may be evicted.
+            for _ in 0..limit - u64::from(key % 3 == 0) {
+                let _ = log.check_key(&key);
+                clock.advance(Duration::from_micros(1));
+            }
+            // Two thirds of an hour per table's worth of keys: about a third of the logs go
+            // idle before their room is wanted, the rest are evicted or deny.
+            clock.advance(Duration::from_secs(2_400) / capacity as u32);
+            if key % 10 == 0 {
+                most = most.max(log.memory());
+            }
+        }
+        let stats = log.stats();
+        assert!(stats.reuses > 0 && stats.evictions > 0, "{stats:?}");
+        assert!(
+            most <= bound,
+            "capacity {capacity}, limit {limit}: {most} bytes, bound {bound}"
+        );
+    }
+}
+
+#[test]
 fn any_thread_count_builds_a_working_log() {
     // The shard count is about four per thread: a count near usize::MAX must saturate, not
     // overflow, and 0 means one thread.

@@ -99,7 +99,7 @@ impl SlidingLog {
         if cost == 0 || (cost <= self.limit && used + cost <= self.limit) {
             if cost > 0 {
                 log.drop_front(first);
-                log.push(t, cost);
+                log.push(t, cost, self.limit);
             }
             return Decision::new(
                 true,
@@ -154,14 +154,27 @@ impl Log {
         }
     }
 
-    pub(super) fn push(&mut self, stamp: u64, units: u64) {
+    /// Logs `units` admitted at `stamp`, in a log that holds at most `limit` units.
+    pub(super) fn push(&mut self, stamp: u64, units: u64, limit: u64) {
         match self.entries.back_mut() {
             Some((last, n)) if *last == stamp => *n += units,
-            _ => self.entries.push_back((stamp, units)),
+            _ => {
+                let len = self.entries.len();
+                if len == self.entries.capacity() {
+                    // Grow by doubling (from 4), as a `VecDeque` would, but never past `limit`
+                    // entries: each entry holds at least one unit, so a log never needs more,
+                    // and its memory stays within `16 × limit` bytes.
+                    let most = usize::try_from(limit).unwrap_or(usize::MAX);
+                    let room = (2 * len).max(4).min(most).max(len + 1);
+                    self.entries.reserve_exact(room - len);
+                }
+                self.entries.push_back((stamp, units));
+            }
         }
         self.units += units;
     }
 
+    /// Bytes of the log's entries (the log itself is in its shard's map).
     pub(super) fn bytes(&self) -> usize {
         self.entries.capacity() * core::mem::size_of::<(u64, u64)>()
     }
@@ -174,12 +187,49 @@ mod tests {
     #[test]
     fn run_length_encoding_merges_equal_stamps() {
         let mut log = Log::default();
-        log.push(5, 1);
-        log.push(5, 2);
-        log.push(7, 1);
+        log.push(5, 1, 10);
+        log.push(5, 2, 10);
+        log.push(7, 1, 10);
         assert_eq!(log.entries, VecDeque::from([(5, 3), (7, 1)]));
         assert_eq!(log.units, 4);
         log.drop_front(1);
         assert_eq!((log.entries.len(), log.units), (1, 1));
+    }
+
+    #[test]
+    fn entries_never_take_more_room_than_the_limit() {
+        // Capacities as entries arrive one unit at a time: doubling from 4, capped at the limit.
+        for (limit, capacities) in [
+            (1, vec![1]),
+            (3, vec![3, 3, 3]),
+            (5, vec![4, 4, 4, 4, 5]),
+            (9, vec![4, 4, 4, 4, 8, 8, 8, 8, 9]),
+            (
+                16,
+                [[4; 4], [8; 4]]
+                    .concat()
+                    .into_iter()
+                    .chain([16; 8])
+                    .collect(),
+            ),
+        ] {
+            let mut log = Log::default();
+            let mut seen = Vec::new();
+            for stamp in 0..limit {
+                log.push(stamp, 1, limit);
+                seen.push(log.entries.capacity());
+            }
+            assert_eq!(seen, capacities, "limit {limit}");
+            assert_eq!(log.bytes(), 16 * limit as usize);
+        }
+    }
+
+    #[test]
+    fn a_huge_limit_grows_by_doubling() {
+        let mut log = Log::default();
+        for stamp in 0..5 {
+            log.push(stamp, 1, u64::MAX);
+        }
+        assert_eq!(log.entries.capacity(), 8);
     }
 }

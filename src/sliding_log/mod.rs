@@ -12,7 +12,18 @@
 //!
 //! Unlike the packed algorithms, a log does not fit in a word: the keyed log is a table of
 //! `Mutex`-guarded shards. That is the right trade for limits of a few per minute or less, where
-//! contention on one shard is rare and the memory per key is `16 × limit` bytes at most.
+//! contention on one shard is rare and a key's timestamps take `16 × limit` bytes at most.
+//!
+//! # Memory
+//!
+//! Building a log for `capacity` keys allocates each shard's map and write-order queue: about
+//! 100 to 140 bytes per key of capacity (the map rounds its buckets up to a power of two). A
+//! key's entries grow as it is admitted, 16 bytes per distinct timestamp, and never past `limit`
+//! entries. Under churn (keys dropped and others inserted, over and over) a shard's map can
+//! double once, when its tombstones use up its spare room. [`KeyedSlidingLog::memory`] reports
+//! the current total; it is at most `slots × (256 + 16 × limit)` bytes and 1.4 KiB per shard
+//! (about four shards per thread), where `slots` is the capacity rounded up to a multiple of
+//! the shard count ([`KeyedStats::slots`]).
 
 // The decision on one key's log is in `log.rs`, the locked shards that hold the logs in
 // `shard.rs`, the keyed limiter over them here.
@@ -118,8 +129,13 @@ impl<C, S> SlidingLogBuilder<C, S> {
     }
 
     /// What to do when a new key finds its shard full of logs that still count (default
-    /// [`Overflow::Deny`]; [`Overflow::EvictLeastConstrained`] drops the least recently admitted
-    /// log that is not at its limit).
+    /// [`Overflow::Deny`]).
+    ///
+    /// [`Overflow::EvictLeastConstrained`] drops a log that is not at its limit, looking at the
+    /// 16 least recently written logs of the shard, oldest first. The logs it passes over (at
+    /// their limit: being limited right now, so they keep their state) move to the back of the
+    /// line, and the next overflow looks at the next 16: a flood of new keys costs a bounded
+    /// amount of work under the shard's lock per request, however many limited logs it holds.
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, Overflow, Quota};
@@ -319,8 +335,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         stats
     }
 
-    /// Bytes held by the logs and their maps right now (at most
-    /// `capacity × (64 + 16 × limit)` bytes or so).
+    /// Bytes held by the shards, their maps and queues, and the logs right now: at most
+    /// `slots × (256 + 16 × limit)` bytes and 1.4 KiB per shard (see [the module
+    /// docs](self#memory)).
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};

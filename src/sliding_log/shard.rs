@@ -13,8 +13,8 @@ use crate::store::Overflow;
 pub(super) struct Shard {
     pub(super) logs: HashMap<u64, Log, BuildIdentity>,
     /// `(newest stamp when pushed, key)`, oldest first. Entries go stale when their log is written
-    /// again or removed; they are skipped when met, and the queue is rebuilt when stale ones
-    /// dominate, so it stays within twice the number of logs.
+    /// again or removed; they are skipped when met, and the queue is rebuilt in place when stale
+    /// ones dominate, so it never holds more than [`order_room`] entries and is allocated once.
     order: VecDeque<(u64, u64)>,
     pub(super) reuses: u64,
     pub(super) evictions: u64,
@@ -49,29 +49,56 @@ impl BuildHasher for BuildIdentity {
     }
 }
 
+/// How many logs an overflow under [`Overflow::EvictLeastConstrained`] looks at, at most, for
+/// one it may evict: as many as a key of the lock-free table can be evicted from (its two groups
+/// of 8 slots). Without a bound, a flood of new keys into a shard full of logs at their limit
+/// would scan the whole shard, under its lock, for every request.
+const EVICTION_SCAN: usize = 16;
+
+/// The most entries the write-order queue of a shard of `keys` logs ever holds: the rebuild in
+/// [`Shard::touched`] runs as soon as a push takes it past twice the logs plus 64.
+fn order_room(keys: usize) -> usize {
+    keys.saturating_mul(2).saturating_add(65)
+}
+
 impl Shard {
-    /// An empty shard with room for `keys` logs, allocated now.
+    /// An empty shard with room for `keys` logs, its map and queue allocated now.
     pub(super) fn with_capacity(keys: usize) -> Result<Shard, TryReserveError> {
         let mut logs = HashMap::with_hasher(BuildIdentity);
         logs.try_reserve(keys)?;
+        let mut order = VecDeque::new();
+        order.try_reserve_exact(order_room(keys))?;
         Ok(Shard {
             logs,
+            order,
             ..Shard::default()
         })
     }
 
-    /// Bytes the shard holds: its map (with about a byte of control data per entry), its queue,
-    /// and its logs' entries.
+    /// Bytes the shard holds: its map, its queue, and its logs' entries.
+    ///
+    /// The map's share is computed from its capacity as std's `HashMap` (hashbrown) lays it
+    /// out, which std does not expose: a power-of-two number of buckets of which 7/8 are usable
+    /// (all but one below 8), each an entry and a control byte, plus 16 control bytes more.
     pub(super) fn memory(&self) -> usize {
-        let per_entry = core::mem::size_of::<(u64, Log)>() + 1;
-        self.logs.capacity() * per_entry
-            + self.order.capacity() * core::mem::size_of::<(u64, u64)>()
+        let usable = self.logs.capacity();
+        let buckets = match usable {
+            0 => 0,
+            1..=7 => usable + 1,
+            _ => usable / 7 * 8,
+        };
+        let map = if buckets == 0 {
+            0
+        } else {
+            buckets * (core::mem::size_of::<(u64, Log)>() + 1) + 16
+        };
+        map + self.order.capacity() * core::mem::size_of::<(u64, u64)>()
             + self.logs.values().map(Log::bytes).sum::<usize>()
     }
 
     /// Makes room for one more log, if the shard is full: drops the least recently written log
-    /// if it is idle, or (under [`Overflow::EvictLeastConstrained`]) the least recently written
-    /// log that is not at its limit. `false`: no room.
+    /// if it is idle, or (under [`Overflow::EvictLeastConstrained`]) a log that is not at its
+    /// limit among the [`EVICTION_SCAN`] least recently written. `false`: no room.
     pub(super) fn make_room(
         &mut self,
         config: &SlidingLog,
@@ -101,22 +128,34 @@ impl Shard {
         if policy != Overflow::EvictLeastConstrained {
             return false;
         }
-        // The least recently written log that could still admit a request (one at its limit is
-        // being limited right now and keeps its state). Its queue entry goes stale.
-        let victim = self.order.iter().find(|&&entry| {
-            self.is_current(entry) && {
-                let log = &self.logs[&entry.1];
-                config.used(log, config.time(log, now)).0 < config.limit
+        // A log that could still admit a request goes; one at its limit is being limited right
+        // now and keeps its state, and moves to the back of the queue, so that the next overflow
+        // looks at other logs. Stale entries met on the way are dropped (each once), so this is
+        // a bounded amount of work under the lock however full of limited logs the shard is.
+        let mut looked = 0;
+        while looked < EVICTION_SCAN {
+            let Some(entry) = self.order.pop_front() else {
+                break;
+            };
+            if !self.is_current(entry) {
+                continue;
             }
-        });
-        match victim {
-            Some(&(_, key)) => {
-                self.logs.remove(&key);
-                self.evictions += 1;
-                true
+            looked += 1;
+            let log = &self.logs[&entry.1];
+            if config.used(log, config.time(log, now)).0 < config.limit {
+                // Rotated entries can leave an idle log behind the front, where only this scan
+                // finds it: count it as what it is.
+                if config.is_idle(log, now) {
+                    self.reuses += 1;
+                } else {
+                    self.evictions += 1;
+                }
+                self.logs.remove(&entry.1);
+                return true;
             }
-            None => false,
+            self.order.push_back(entry);
         }
+        false
     }
 
     /// Whether a queue entry `(stamp, key)` still describes `key`'s log: written last at `stamp`.
@@ -143,7 +182,9 @@ impl Shard {
                 .filter_map(|(&k, log)| log.newest().map(|s| (s, k)))
                 .collect();
             current.sort_unstable();
-            self.order = current.into();
+            // In place: the queue keeps the room it was given (one entry per log fits).
+            self.order.clear();
+            self.order.extend(current);
         }
     }
 }
