@@ -16,14 +16,24 @@
 //!
 //! # Memory
 //!
-//! Building a log for `capacity` keys allocates each shard's map and write-order queue: about
-//! 100 to 140 bytes per key of capacity (the map rounds its buckets up to a power of two). A
-//! key's entries grow as it is admitted, 16 bytes per distinct timestamp, and never past `limit`
-//! entries. Under churn (keys dropped and others inserted, over and over) a shard's map can
-//! double once, when its tombstones use up its spare room. [`KeyedSlidingLog::memory`] reports
-//! the current total; it is at most `slots × (256 + 16 × limit)` bytes and 1.4 KiB per shard
-//! (about four shards per thread), where `slots` is the capacity rounded up to a multiple of
-//! the shard count ([`KeyedStats::slots`]).
+//! Building a log for `capacity` keys allocates each shard's map: about 75 to 150 bytes per key
+//! of capacity (the map rounds its buckets up to a power of two), which also links the logs in
+//! the order they were written. A key's entries grow as it is admitted, 16 bytes per distinct
+//! timestamp, and never past `limit` entries. Under churn (keys dropped and others inserted,
+//! over and over) a shard's map can double once, when its tombstones use up its spare room.
+//! [`KeyedSlidingLog::memory`] reports the current total; it is at most
+//! `slots × (300 + 16 × limit)` bytes and 512 bytes per shard (about four shards per thread),
+//! where `slots` is the capacity rounded up to a multiple of the shard count
+//! ([`KeyedStats::slots`]).
+//!
+//! # Work per request
+//!
+//! A request locks its key's shard for one map lookup and the decision on the key's log (a
+//! walk over its entries, at most `limit`). Writing a log moves it to the back of the write
+//! order, a few map lookups; a new key in a full shard looks at the least recently written log,
+//! and under [`Overflow::EvictLeastConstrained`] at up to 16 of them. Nothing scans or rebuilds
+//! a whole shard, except the map itself when it rehashes in place under churn (std's `HashMap`
+//! does so when its tombstones use up its spare room, amortized over the inserts that made them).
 
 // The decision on one key's log is in `log.rs`, the locked shards that hold the logs in
 // `shard.rs`, the keyed limiter over them here.
@@ -327,7 +337,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         };
         for shard in self.shards.iter() {
             let shard = lock(shard);
-            stats.occupied += shard.logs.len();
+            stats.occupied += shard.len();
             stats.reuses += shard.reuses;
             stats.evictions += shard.evictions;
             stats.overflows += shard.overflows;
@@ -335,8 +345,8 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         stats
     }
 
-    /// Bytes held by the shards, their maps and queues, and the logs right now: at most
-    /// `slots × (256 + 16 × limit)` bytes and 1.4 KiB per shard (see [the module
+    /// Bytes held by the shards, their maps and the logs right now: at most
+    /// `slots × (300 + 16 × limit)` bytes and 512 bytes per shard (see [the module
     /// docs](self#memory)).
     ///
     /// ```
@@ -356,14 +366,11 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         let now = self.clock.now();
         let shard_index = ((hash as u128 * self.shards.len() as u128) >> 64) as usize;
         let mut shard = lock(&self.shards[shard_index]);
-        if let Some(log) = shard.logs.get_mut(&hash) {
+        if let Some(log) = shard.log_mut(hash) {
             let before = log.newest();
             let decision = self.config.decide(log, now, cost);
-            let after = log.newest();
-            if after != before {
-                if let Some(stamp) = after {
-                    shard.touched(hash, stamp);
-                }
+            if log.newest() != before {
+                shard.touched(hash);
             }
             return decision;
         }
@@ -386,9 +393,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
                 ),
             };
         }
-        let stamp = log.newest().unwrap_or(0);
-        shard.logs.insert(hash, log);
-        shard.touched(hash, stamp);
+        shard.insert(hash, log);
         decision
     }
 }

@@ -1,24 +1,36 @@
-//! A shard of the keyed log: a map from key hashes to logs, and the order in which they were
-//! written, so that the least recently written log is found when room is needed.
+//! A shard of the keyed log: a map from key hashes to logs, linked in the order in which they
+//! were last written, so that the least recently written log is at hand when room is needed.
+//!
+//! The order is a doubly linked list threaded through the map's entries by key: moving a log to
+//! the back, or dropping it, is a few map lookups, with no queue to grow, scan or rebuild.
 
 use core::hash::BuildHasher;
-use std::collections::{HashMap, TryReserveError, VecDeque};
+use std::collections::{HashMap, TryReserveError};
 
 use super::log::{Log, SlidingLog};
 use crate::clock::Nanos;
 use crate::store::Overflow;
 
-/// One shard: its logs, and the order in which they were last written (to find idle ones).
+/// One shard: its logs, linked from the least to the most recently written.
 #[derive(Debug, Default)]
 pub(super) struct Shard {
-    pub(super) logs: HashMap<u64, Log, BuildIdentity>,
-    /// `(newest stamp when pushed, key)`, oldest first. Entries go stale when their log is written
-    /// again or removed; they are skipped when met, and the queue is rebuilt in place when stale
-    /// ones dominate, so it never holds more than [`order_room`] entries and is allocated once.
-    order: VecDeque<(u64, u64)>,
+    logs: HashMap<u64, Entry, BuildIdentity>,
+    /// The keys of the least and the most recently written logs (`None` when there are none).
+    least_recent: Option<u64>,
+    most_recent: Option<u64>,
     pub(super) reuses: u64,
     pub(super) evictions: u64,
     pub(super) overflows: u64,
+}
+
+/// A log and its place in the write order: the keys of the logs written just before and just
+/// after it. A log at an end of the order names itself on that side; no other log can (keys are
+/// unique in the map), so no key value has to be set aside to mean "none".
+#[derive(Debug)]
+struct Entry {
+    log: Log,
+    older: u64,
+    newer: u64,
 }
 
 /// The hash of a key is already a good hash: the shard's map uses it as is.
@@ -52,30 +64,31 @@ impl BuildHasher for BuildIdentity {
 /// How many logs an overflow under [`Overflow::EvictLeastConstrained`] looks at, at most, for
 /// one it may evict: as many as a key of the lock-free table can be evicted from (its two groups
 /// of 8 slots). Without a bound, a flood of new keys into a shard full of logs at their limit
-/// would scan the whole shard, under its lock, for every request.
+/// would walk the whole shard, under its lock, for every request.
 const EVICTION_SCAN: usize = 16;
 
-/// The most entries the write-order queue of a shard of `keys` logs ever holds: the rebuild in
-/// [`Shard::touched`] runs as soon as a push takes it past twice the logs plus 64.
-fn order_room(keys: usize) -> usize {
-    keys.saturating_mul(2).saturating_add(65)
-}
-
 impl Shard {
-    /// An empty shard with room for `keys` logs, its map and queue allocated now.
+    /// An empty shard with room for `keys` logs, its map allocated now.
     pub(super) fn with_capacity(keys: usize) -> Result<Shard, TryReserveError> {
         let mut logs = HashMap::with_hasher(BuildIdentity);
         logs.try_reserve(keys)?;
-        let mut order = VecDeque::new();
-        order.try_reserve_exact(order_room(keys))?;
         Ok(Shard {
             logs,
-            order,
             ..Shard::default()
         })
     }
 
-    /// Bytes the shard holds: its map, its queue, and its logs' entries.
+    /// The number of logs.
+    pub(super) fn len(&self) -> usize {
+        self.logs.len()
+    }
+
+    /// The log of `key`, if it has one.
+    pub(super) fn log_mut(&mut self, key: u64) -> Option<&mut Log> {
+        self.logs.get_mut(&key).map(|entry| &mut entry.log)
+    }
+
+    /// Bytes the shard holds: its map and its logs' entries.
     ///
     /// The map's share is computed from its capacity as std's `HashMap` (hashbrown) lays it
     /// out, which std does not expose: a power-of-two number of buckets of which 7/8 are usable
@@ -90,10 +103,32 @@ impl Shard {
         let map = if buckets == 0 {
             0
         } else {
-            buckets * (core::mem::size_of::<(u64, Log)>() + 1) + 16
+            buckets * (core::mem::size_of::<(u64, Entry)>() + 1) + 16
         };
-        map + self.order.capacity() * core::mem::size_of::<(u64, u64)>()
-            + self.logs.values().map(Log::bytes).sum::<usize>()
+        map + self
+            .logs
+            .values()
+            .map(|entry| entry.log.bytes())
+            .sum::<usize>()
+    }
+
+    /// Adds `key`'s log as the most recently written; the caller has made room for it.
+    pub(super) fn insert(&mut self, key: u64, log: Log) {
+        let entry = Entry {
+            log,
+            older: key,
+            newer: key,
+        };
+        self.logs.insert(key, entry);
+        self.link_last(key);
+    }
+
+    /// Notes that `key`'s log was written: it becomes the most recently written.
+    pub(super) fn touched(&mut self, key: u64) {
+        if self.most_recent != Some(key) {
+            self.unlink(key);
+            self.link_last(key);
+        }
     }
 
     /// Makes room for one more log, if the shard is full: drops the least recently written log
@@ -109,82 +144,197 @@ impl Shard {
         if self.logs.len() < capacity {
             return true;
         }
-        // Stale entries at the front go; the first current one is the least recently written
-        // log. If it is idle, so may be others, but one is all we need.
-        while let Some(&front) = self.order.front() {
-            if !self.is_current(front) {
-                self.order.pop_front();
-                continue;
-            }
-            let key = front.1;
-            if config.is_idle(&self.logs[&key], now) {
-                self.order.pop_front();
-                self.logs.remove(&key);
+        // If the least recently written log is idle, so may be others, but one is all we need.
+        if let Some(key) = self.least_recent {
+            if config.is_idle(&self.entry(key).log, now) {
+                self.remove(key);
                 self.reuses += 1;
                 return true;
             }
-            break;
         }
         if policy != Overflow::EvictLeastConstrained {
             return false;
         }
-        // A log that could still admit a request goes; one at its limit is being limited right
-        // now and keeps its state, and moves to the back of the queue, so that the next overflow
-        // looks at other logs. Stale entries met on the way are dropped (each once), so this is
-        // a bounded amount of work under the lock however full of limited logs the shard is.
-        let mut looked = 0;
-        while looked < EVICTION_SCAN {
-            let Some(entry) = self.order.pop_front() else {
+        // A log that could still admit a request goes; those at their limit are being limited
+        // right now and keep their state, and move (together, in their order) to the back of
+        // the order, so that the next overflow looks at other logs. A bounded amount of work
+        // under the lock, however full of limited logs the shard is.
+        let mut at = self.least_recent;
+        let mut passed = None;
+        for _ in 0..EVICTION_SCAN {
+            let Some(key) = at else {
                 break;
             };
-            if !self.is_current(entry) {
-                continue;
-            }
-            looked += 1;
-            let log = &self.logs[&entry.1];
+            let entry = self.entry(key);
+            let log = &entry.log;
             if config.used(log, config.time(log, now)).0 < config.limit {
-                // Rotated entries can leave an idle log behind the front, where only this scan
-                // finds it: count it as what it is.
+                // Moving limited logs to the back can leave an idle log behind the front, where
+                // only this walk finds it: count it as what it is.
                 if config.is_idle(log, now) {
                     self.reuses += 1;
                 } else {
                     self.evictions += 1;
                 }
-                self.logs.remove(&entry.1);
+                self.remove(key);
+                if let Some(last) = passed {
+                    self.move_to_back(last);
+                }
                 return true;
             }
-            self.order.push_back(entry);
+            passed = Some(key);
+            at = (entry.newer != key).then_some(entry.newer);
+        }
+        if let Some(last) = passed {
+            self.move_to_back(last);
         }
         false
-    }
-
-    /// Whether a queue entry `(stamp, key)` still describes `key`'s log: written last at `stamp`.
-    fn is_current(&self, (stamp, key): (u64, u64)) -> bool {
-        self.logs.get(&key).and_then(Log::newest) == Some(stamp)
     }
 
     /// The time until the least recently written log leaves the window, if nothing changes:
     /// when a full shard will have room.
     pub(super) fn time_to_room(&self, config: &SlidingLog, now: Nanos) -> Nanos {
-        let oldest = self.order.iter().find(|&&entry| self.is_current(entry));
-        Nanos::from_nanos(oldest.map_or(0, |&(stamp, _)| {
+        let newest = self
+            .least_recent
+            .and_then(|key| self.entry(key).log.newest());
+        Nanos::from_nanos(newest.map_or(0, |stamp| {
             (stamp + config.period).saturating_sub(now.as_nanos())
         }))
     }
 
-    /// Notes that `key`'s log was written, with `stamp` its newest entry.
-    pub(super) fn touched(&mut self, key: u64, stamp: u64) {
-        self.order.push_back((stamp, key));
-        if self.order.len() > 2 * self.logs.len() + 64 {
-            let mut current: Vec<(u64, u64)> = self
-                .logs
-                .iter()
-                .filter_map(|(&k, log)| log.newest().map(|s| (s, k)))
-                .collect();
-            current.sort_unstable();
-            // In place: the queue keeps the room it was given (one entry per log fits).
-            self.order.clear();
-            self.order.extend(current);
+    fn entry(&self, key: u64) -> &Entry {
+        &self.logs[&key]
+    }
+
+    fn entry_mut(&mut self, key: u64) -> &mut Entry {
+        self.logs
+            .get_mut(&key)
+            .expect("the write order links only keys in the map")
+    }
+
+    fn remove(&mut self, key: u64) {
+        self.unlink(key);
+        self.logs.remove(&key);
+    }
+
+    /// Takes `key`'s log out of the write order (it stays in the map), joining its neighbours.
+    fn unlink(&mut self, key: u64) {
+        let Entry { older, newer, .. } = *self.entry(key);
+        let (has_older, has_newer) = (older != key, newer != key);
+        if has_older {
+            // The older neighbour now ends the order if this log did.
+            self.entry_mut(older).newer = if has_newer { newer } else { older };
+        } else {
+            self.least_recent = has_newer.then_some(newer);
+        }
+        if has_newer {
+            self.entry_mut(newer).older = if has_older { older } else { newer };
+        } else {
+            self.most_recent = has_older.then_some(older);
+        }
+    }
+
+    /// Moves the least recently written logs, up to and including `last`, to the most recent
+    /// end of the order, in their order.
+    fn move_to_back(&mut self, last: u64) {
+        let (Some(first), Some(tail)) = (self.least_recent, self.most_recent) else {
+            return;
+        };
+        if last == tail {
+            // The run is the whole order: it is already where it goes.
+            return;
+        }
+        let after = self.entry(last).newer;
+        self.entry_mut(after).older = after;
+        self.least_recent = Some(after);
+        self.entry_mut(tail).newer = first;
+        self.entry_mut(first).older = tail;
+        self.entry_mut(last).newer = last;
+        self.most_recent = Some(last);
+    }
+
+    /// Puts `key`'s log (out of the order) at the most recent end of the order.
+    fn link_last(&mut self, key: u64) {
+        match self.most_recent {
+            Some(last) => {
+                self.entry_mut(last).newer = key;
+                let entry = self.entry_mut(key);
+                (entry.older, entry.newer) = (last, key);
+            }
+            None => {
+                let entry = self.entry_mut(key);
+                (entry.older, entry.newer) = (key, key);
+                self.least_recent = Some(key);
+            }
+        }
+        self.most_recent = Some(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    impl Shard {
+        /// The keys from the least to the most recently written, read both ways along the links
+        /// (checking that they agree and that each end names itself).
+        fn order(&self) -> Vec<u64> {
+            let walk = |start: Option<u64>, step: fn(&Entry) -> u64| {
+                let mut keys = Vec::new();
+                let mut at = start;
+                while let Some(key) = at {
+                    keys.push(key);
+                    let next = step(self.entry(key));
+                    at = (next != key).then_some(next);
+                    assert!(keys.len() <= self.logs.len(), "a cycle");
+                }
+                keys
+            };
+            let forward = walk(self.least_recent, |entry| entry.newer);
+            let mut backward = walk(self.most_recent, |entry| entry.older);
+            backward.reverse();
+            assert_eq!(forward, backward);
+            assert_eq!(forward.len(), self.logs.len());
+            forward
+        }
+    }
+
+    proptest! {
+        /// Inserts, writes, removals and moves of a front run to the back keep the links in the
+        /// order a plain list would, for keys that include 0 and `u64::MAX` (no key value means
+        /// "none").
+        #[test]
+        fn write_order_is_a_list(ops in proptest::collection::vec((0..4u8, 0..6usize), 0..64)) {
+            let keys = [0, 1, 2, 42, u64::MAX - 1, u64::MAX];
+            let mut shard = Shard::with_capacity(keys.len()).unwrap();
+            let mut model: Vec<u64> = Vec::new();
+            for (op, k) in ops {
+                let key = keys[k];
+                let present = model.contains(&key);
+                match op {
+                    0 if !present => {
+                        shard.insert(key, Log::default());
+                        model.push(key);
+                    }
+                    1 if present => {
+                        shard.touched(key);
+                        model.retain(|&m| m != key);
+                        model.push(key);
+                    }
+                    2 if present => {
+                        shard.remove(key);
+                        model.retain(|&m| m != key);
+                    }
+                    3 if present => {
+                        // The run from the front up to `key` goes to the back.
+                        shard.move_to_back(key);
+                        let at = model.iter().position(|&m| m == key).unwrap();
+                        model.rotate_left(at + 1);
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(shard.order(), model.clone());
+            }
         }
     }
 }
