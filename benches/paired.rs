@@ -316,7 +316,7 @@ fn main() {
     keyed("100k uniform", 100_000, false);
     keyed("100k zipf", 100_000, true);
     // A table that fits in L1: what a check costs without the memory (the clock read, the hash,
-    // the 128-bit compare-and-swap).
+    // the lookup, the 128-bit compare-and-swap).
     keyed("1k uniform", 1_000, false);
 
     // One cache miss, for scale: a dependent random 16-byte read in a table the size of

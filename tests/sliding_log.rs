@@ -140,9 +140,10 @@ fn eviction_looks_at_a_bounded_number_of_logs() {
     for key in 0..30 {
         log.check_key_n(&key, 2).unwrap(); // at its limit
     }
-    log.check_key(&30).unwrap(); // 1 of 2: the only log that may be evicted, written last
-                                 // The first new key looks at the 16 oldest logs, all at their limit, and is denied; they
-                                 // move to the back of the line.
+    // 1 of 2: the only log that may be evicted, written last.
+    log.check_key(&30).unwrap();
+    // The first new key looks at the 16 oldest logs, all at their limit, and is denied; they
+    // move to the back of the line.
     assert!(log.check_key(&100).is_err());
     assert_eq!((log.stats().overflows, log.stats().evictions), (1, 0));
     // The second looks at the next 16: logs 16 to 29, then 30, which goes.
@@ -175,9 +176,8 @@ fn memory_stays_within_its_documented_bound() {
     // Churn through many more keys than the log holds, most admitted up to their limit at
     // distinct times (one entry per unit, the most room a log can take), with logs going idle
     // and being evicted: the map's tombstones, the write order's moves and the logs' growth all
-    // run. The
-    // shard counts follow from the capacity and threads (about four per thread, at least 16 keys
-    // each).
+    // run. The shard counts follow from the capacity and threads (about four per thread, at
+    // least 16 keys each).
     for (capacity, threads, shards, limit) in [(3, 1, 1, 2), (40, 1, 2, 100), (1_000, 2, 8, 5)] {
         let clock = ManualClock::new();
         let log = KeyedSlidingLog::builder(&Quota::per_hour(limit).unwrap())
@@ -197,8 +197,8 @@ fn memory_stays_within_its_documented_bound() {
                 let _ = log.check_key(&key);
                 clock.advance(Duration::from_micros(1));
             }
-            // Two thirds of an hour per table's worth of keys: about a third of the logs go
-            // idle before their room is wanted, the rest are evicted or deny.
+            // Two thirds of an hour per table's worth of keys: some logs go idle before their
+            // room is wanted (reuses), others are evicted, and the rest make new keys wait.
             clock.advance(Duration::from_secs(2_400) / capacity as u32);
             if key % 10 == 0 {
                 most = most.max(log.memory());
