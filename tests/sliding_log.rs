@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::reference::{Model, SlidingLog};
-use tollgate::{Clock, KeyedSlidingLog, ManualClock, Overflow, Quota};
+use tollgate::{Clock, KeyedSlidingLog, ManualClock, Nanos, Overflow, Quota};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
@@ -62,6 +62,148 @@ proptest! {
         }
         let stats = keyed.stats();
         prop_assert_eq!((stats.overflows, stats.reuses, stats.evictions), (0, 0, 0));
+    }
+}
+
+/// The keyed log of one shard, as its documentation describes it, written the obvious way: the
+/// logs in a `Vec` from the least to the most recently written, each a reference log with the
+/// stamp of its newest entry.
+struct FullLog {
+    quota: Quota,
+    capacity: usize,
+    policy: Overflow,
+    /// `(key, log, newest stamp)`.
+    logs: Vec<(u8, SlidingLog, u64)>,
+    reuses: u64,
+    evictions: u64,
+    overflows: u64,
+}
+
+impl FullLog {
+    /// How many logs an overflow under `EvictLeastConstrained` looks at.
+    const SCAN: usize = 16;
+
+    fn idle(&self, i: usize, now: u64) -> bool {
+        self.logs[i].2 + self.quota.period().as_nanos() as u64 <= now
+    }
+
+    /// Whether the `i`th log could admit one more unit (at the time a request would be decided).
+    fn under_limit(&self, i: usize, now: u64) -> bool {
+        self.logs[i]
+            .1
+            .clone()
+            .decide(Nanos::from_nanos(now), 0)
+            .remaining
+            > 0
+    }
+
+    /// `(allowed, remaining)`.
+    fn decide(&mut self, key: u8, cost: u64, now: u64) -> (bool, u64) {
+        let at = Nanos::from_nanos(now);
+        if let Some(i) = self.logs.iter().position(|entry| entry.0 == key) {
+            let verdict = self.logs[i].1.decide(at, cost);
+            if verdict.allowed && cost > 0 {
+                let stamp = now.max(self.logs[i].2);
+                if stamp != self.logs[i].2 {
+                    // Written at a new stamp: now the most recently written.
+                    let mut entry = self.logs.remove(i);
+                    entry.2 = stamp;
+                    self.logs.push(entry);
+                }
+            }
+            return (verdict.allowed, verdict.remaining);
+        }
+        let mut log = SlidingLog::new(&self.quota);
+        let verdict = log.decide(at, cost);
+        if !verdict.allowed || cost == 0 {
+            return (verdict.allowed, verdict.remaining);
+        }
+        if self.logs.len() == self.capacity {
+            if self.idle(0, now) {
+                self.logs.remove(0);
+                self.reuses += 1;
+            } else if self.policy == Overflow::EvictLeastConstrained {
+                let looked = Self::SCAN.min(self.logs.len());
+                match (0..looked).find(|&i| self.under_limit(i, now)) {
+                    Some(i) => {
+                        if self.idle(i, now) {
+                            self.reuses += 1;
+                        } else {
+                            self.evictions += 1;
+                        }
+                        self.logs.remove(i);
+                        // The limited logs passed over go to the back, in their order.
+                        self.logs.rotate_left(i);
+                    }
+                    None => {
+                        self.logs.rotate_left(looked);
+                        self.overflows += 1;
+                        return (false, 0);
+                    }
+                }
+            } else {
+                self.overflows += 1;
+                return if self.policy == Overflow::Allow {
+                    (verdict.allowed, verdict.remaining)
+                } else {
+                    (false, 0)
+                };
+            }
+        }
+        self.logs.push((key, log, now));
+        (verdict.allowed, verdict.remaining)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A full shard under every overflow policy decides, reuses, evicts and overflows exactly as
+    /// the documented policy written the obvious way ([`FullLog`]), with more keys than room,
+    /// limits small enough that logs fill, and a clock that also goes backwards.
+    #[test]
+    fn a_full_shard_follows_its_documented_policy(
+        capacity in 1usize..24,
+        limit in 1u64..4,
+        policy in prop::sample::select(vec![Overflow::Deny, Overflow::Allow, Overflow::EvictLeastConstrained]),
+        ops in prop::collection::vec((0u8..40, 0u64..4, 0usize..6), 1..400),
+    ) {
+        let quota = Quota::per_minute(limit).unwrap();
+        let clock = ManualClock::new();
+        // Under 32 keys, one shard: the order is the whole log's.
+        let keyed = KeyedSlidingLog::builder(&quota)
+            .capacity(capacity)
+            .threads(1)
+            .overflow(policy)
+            .clock(&clock)
+            .build::<u8>()
+            .unwrap();
+        prop_assert_eq!(keyed.stats().slots, capacity);
+        let mut model = FullLog {
+            quota,
+            capacity,
+            policy,
+            logs: Vec::new(),
+            reuses: 0,
+            evictions: 0,
+            overflows: 0,
+        };
+        let steps_ms = [0i64, 1, 1_000, 15_000, 61_000, -20_000];
+        for (i, &(key, cost, step)) in ops.iter().enumerate() {
+            let now = (clock.now().as_nanos() as i64 + steps_ms[step] * 1_000_000).max(0);
+            clock.set(Duration::from_nanos(now as u64));
+            let now = now as u64;
+            let cost = cost.min(limit);
+            let decision = keyed.decide_key(&key, cost).unwrap();
+            let expected = model.decide(key, cost, now);
+            prop_assert_eq!((decision.is_allowed(), decision.remaining()), expected, "op {}", i);
+            let stats = keyed.stats();
+            prop_assert_eq!(
+                (stats.occupied, stats.reuses, stats.evictions, stats.overflows),
+                (model.logs.len(), model.reuses, model.evictions, model.overflows),
+                "op {}", i
+            );
+        }
     }
 }
 
