@@ -8,63 +8,6 @@ use proptest::prelude::*;
 use tollgate::reference::{Model, SlidingLog};
 use tollgate::{Clock, KeyedSlidingLog, ManualClock, Nanos, Overflow, Quota};
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
-    /// With room for every key, the keyed log decides exactly as one reference log per key:
-    /// verdicts and remaining, also when the clock runs backwards; retry and reset times are
-    /// exact against the model.
-    #[test]
-    fn keyed_log_is_a_map_of_reference_logs(
-        limit in 1u64..12,
-        period_ms in 1u64..5_000,
-        ops in prop::collection::vec((0u8..12, -300i32..1_500, 0u64..14), 1..400),
-    ) {
-        let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
-        let clock = ManualClock::new();
-        let keyed = KeyedSlidingLog::builder(&quota)
-            .capacity(1_000)
-            .clock(&clock)
-            .build::<u8>()
-            .unwrap();
-        let mut models: HashMap<u8, SlidingLog> = HashMap::new();
-        for (i, &(key, step_ms, cost)) in ops.iter().enumerate() {
-            let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
-            clock.set(Duration::from_nanos(now.max(0) as u64));
-            let now = clock.now();
-            let model = models.entry(key).or_insert_with(|| SlidingLog::new(&quota));
-            let before = model.clone();
-            let verdict = model.decide(now, cost);
-            let decision = match keyed.decide_key(&key, cost) {
-                Ok(d) => d,
-                Err(err) => {
-                    prop_assert!(cost > limit, "op {}: {:?}", i, err);
-                    prop_assert!(!verdict.allowed);
-                    continue;
-                }
-            };
-            prop_assert_eq!((decision.is_allowed(), decision.remaining()), (verdict.allowed, verdict.remaining), "op {}", i);
-            if !decision.is_allowed() {
-                // Exact retry_after: the model admits the same request then, not a nanosecond sooner.
-                let r = decision.retry_after().as_nanos() as u64;
-                let at = now.as_nanos() + r;
-                prop_assert!(before.clone().decide(tollgate::Nanos::from_nanos(at), cost).allowed, "op {}", i);
-                prop_assert!(!before.clone().decide(tollgate::Nanos::from_nanos(at - 1), cost).allowed, "op {}", i);
-            }
-            // Exact reset_after: the whole limit is back then, not before.
-            let z = decision.reset_after().as_nanos() as u64;
-            let full = model.clone().decide(tollgate::Nanos::from_nanos(now.as_nanos() + z), 0);
-            prop_assert_eq!(full.remaining, limit, "op {}", i);
-            if z > 0 {
-                let early = model.clone().decide(tollgate::Nanos::from_nanos(now.as_nanos() + z - 1), 0);
-                prop_assert!(early.remaining < limit, "op {}", i);
-            }
-        }
-        let stats = keyed.stats();
-        prop_assert_eq!((stats.overflows, stats.reuses, stats.evictions), (0, 0, 0));
-    }
-}
-
 /// The keyed log of one shard, as its documentation describes it, written the obvious way: the
 /// logs in a `Vec` from the least to the most recently written, each a reference log with the
 /// stamp of its newest entry.
@@ -157,6 +100,59 @@ impl FullLog {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With room for every key, the keyed log decides exactly as one reference log per key:
+    /// verdicts and remaining, also when the clock runs backwards; retry and reset times are
+    /// exact against the model.
+    #[test]
+    fn keyed_log_is_a_map_of_reference_logs(
+        limit in 1u64..12,
+        period_ms in 1u64..5_000,
+        ops in prop::collection::vec((0u8..12, -300i32..1_500, 0u64..14), 1..400),
+    ) {
+        let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
+        let clock = ManualClock::new();
+        let keyed = KeyedSlidingLog::builder(&quota)
+            .capacity(1_000)
+            .clock(&clock)
+            .build::<u8>()
+            .unwrap();
+        let mut models: HashMap<u8, SlidingLog> = HashMap::new();
+        for (i, &(key, step_ms, cost)) in ops.iter().enumerate() {
+            let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
+            clock.set(Duration::from_nanos(now.max(0) as u64));
+            let now = clock.now();
+            let model = models.entry(key).or_insert_with(|| SlidingLog::new(&quota));
+            let before = model.clone();
+            let verdict = model.decide(now, cost);
+            let decision = match keyed.decide_key(&key, cost) {
+                Ok(d) => d,
+                Err(err) => {
+                    prop_assert!(cost > limit, "op {}: {:?}", i, err);
+                    prop_assert!(!verdict.allowed);
+                    continue;
+                }
+            };
+            prop_assert_eq!((decision.is_allowed(), decision.remaining()), (verdict.allowed, verdict.remaining), "op {}", i);
+            if !decision.is_allowed() {
+                // Exact retry_after: the model admits the same request then, not a nanosecond sooner.
+                let r = decision.retry_after().as_nanos() as u64;
+                let at = now.as_nanos() + r;
+                prop_assert!(before.clone().decide(Nanos::from_nanos(at), cost).allowed, "op {}", i);
+                prop_assert!(!before.clone().decide(Nanos::from_nanos(at - 1), cost).allowed, "op {}", i);
+            }
+            // Exact reset_after: the whole limit is back then, not before.
+            let z = decision.reset_after().as_nanos() as u64;
+            let full = model.clone().decide(Nanos::from_nanos(now.as_nanos() + z), 0);
+            prop_assert_eq!(full.remaining, limit, "op {}", i);
+            if z > 0 {
+                let early = model.clone().decide(Nanos::from_nanos(now.as_nanos() + z - 1), 0);
+                prop_assert!(early.remaining < limit, "op {}", i);
+            }
+        }
+        let stats = keyed.stats();
+        prop_assert_eq!((stats.overflows, stats.reuses, stats.evictions), (0, 0, 0));
+    }
 
     /// A full shard under every overflow policy decides, reuses, evicts and overflows exactly as
     /// the documented policy written the obvious way ([`FullLog`]), with more keys than room,
@@ -332,7 +328,16 @@ fn memory_stays_within_its_documented_bound() {
             .unwrap();
         let slots = log.stats().slots;
         let bound = slots * (300 + 16 * limit as usize) + shards * 512;
-        let mut most = log.memory();
+        // As built, the maps: 75 to 150 bytes per key of capacity on 64-bit targets (a bucket
+        // of 65 bytes, 8/7 to 16/7 buckets per key), plus the shards' fixed share.
+        let built = log.memory();
+        if slots / shards >= 8 && cfg!(target_pointer_width = "64") {
+            assert!(
+                (slots * 74..slots * 150 + shards * 512).contains(&built),
+                "capacity {capacity}: {built} bytes as built"
+            );
+        }
+        let mut most = built;
         for key in 0..30 * capacity as u64 {
             // Every third key stops one short of its limit: those may be evicted.
             for _ in 0..limit - u64::from(key % 3 == 0) {
