@@ -178,17 +178,13 @@ impl Floor {
     #[inline(always)]
     fn check(&self, key: u64, two_lines: bool) -> bool {
         let slot = self.slot(key, 0x9E37_79B9_7F4A_7C15);
-        let other = self.slot(key, 0xD6E8_FEB8_6659_FD93);
+        let other = two_lines.then(|| self.slot(key, 0xD6E8_FEB8_6659_FD93));
         prefetch(slot);
-        if two_lines {
+        if let Some(other) = other {
             prefetch(other);
         }
         let now = self.clock.now().as_nanos();
-        let extra = if two_lines {
-            other.load(Ordering::Relaxed) & 1
-        } else {
-            0
-        };
+        let extra = other.map_or(0, |other| other.load(Ordering::Relaxed) & 1);
         let current = slot.load(Ordering::Relaxed);
         let next = current ^ u128::from(now) ^ extra;
         slot.compare_exchange(current, next, Ordering::Relaxed, Ordering::Relaxed)

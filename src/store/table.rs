@@ -819,6 +819,22 @@ mod tests {
     const LIMITER_FIELDS: usize = 256;
 
     #[test]
+    fn keyed_limiters_hold_at_most_limiter_fields_beside_their_table() {
+        use crate::algorithm::{FixedWindow, Gcra, SlidingWindow};
+        use crate::keyed::KeyedRateLimiter;
+        use core::mem::size_of;
+        // The bound below adds LIMITER_FIELDS to the table's bytes: it must cover every
+        // algorithm's limiter with the default clock and hasher, for any key type.
+        let fields = [
+            size_of::<KeyedRateLimiter<u64, Gcra>>(),
+            size_of::<KeyedRateLimiter<str, SlidingWindow>>(),
+            size_of::<KeyedRateLimiter<String, FixedWindow>>(),
+        ]
+        .map(|limiter| limiter - size_of::<Table>());
+        assert!(fields.iter().all(|&f| f <= LIMITER_FIELDS), "{fields:?}");
+    }
+
+    #[test]
     fn tables_of_2000_keys_or_more_take_at_most_24_bytes_per_key_for_any_thread_count() {
         let threads = [1, 2, 3, 16, 64, 1 << 10, 1 << 20, usize::MAX];
         let bounded = |n: usize, t: usize| {
@@ -827,8 +843,9 @@ mod tests {
         };
         for &t in &threads {
             // Every capacity up to 300 000 (55 000 groups: past the 8 192 at which a table
-            // built for 16 threads reaches its 64 shards), then every power of two and its neighbours up to 2^34 keys (near the
-            // 2^32-group limit; 2^25 on 32-bit targets, where capacity × 25 must fit a usize).
+            // built for 16 threads reaches its 64 shards), then every power of two and its
+            // neighbours up to 2^34 keys (near the 2^32-group limit; 2^25 on 32-bit targets,
+            // where capacity × 25 must fit a usize).
             assert!((2_000..=300_000).all(|n| bounded(n, t)), "{t} threads");
             for n in (12..35.min(usize::BITS - 6)).map(|b| 1usize << b) {
                 assert!(
