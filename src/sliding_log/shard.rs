@@ -190,8 +190,11 @@ impl Shard {
         false
     }
 
-    /// The time until the least recently written log leaves the window, if nothing changes:
-    /// when a full shard will have room.
+    /// The time until the log at the front of the write order leaves the window, if nothing
+    /// changes: a full shard has room by then, since [`make_room`](Shard::make_room) drops an
+    /// idle front log under every policy. Room may come sooner under
+    /// [`Overflow::EvictLeastConstrained`], which also takes a log that drops below its limit,
+    /// and whose moves of limited logs to the back leave the order no longer sorted by time.
     pub(super) fn time_to_room(&self, config: &SlidingLog, now: Nanos) -> Nanos {
         let newest = self
             .least_recent
