@@ -109,24 +109,9 @@ fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
 fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -> f64 {
     time(&mut || {
         let key = keys[*at];
-        // Not `% keys.len()`: a division per call would weigh on the floors.
-        *at += 1;
-        if *at == keys.len() {
-            *at = 0;
-        }
+        *at = (*at + 1) % keys.len();
         check(key)
     })
-}
-
-/// Nanoseconds per check of a group of threads, thread `j` checking `calls` keys of
-/// `keys[j]` (from its start, wrapping round), all at once: lower is more throughput.
-fn time_distinct<F: Fn(u64) -> bool + Sync>(keys: &[Vec<u64>], calls: u64, check: &F) -> f64 {
-    let slowest = on_threads(keys.len(), |j| {
-        for &key in keys[j].iter().cycle().take(calls as usize) {
-            black_box(check(key));
-        }
-    });
-    slowest.as_nanos() as f64 / (calls * keys.len() as u64) as f64
 }
 
 /// Nanoseconds per check over `CALLS` checks of the keys in `keys`, in batches of `batch`
@@ -464,31 +449,39 @@ fn main() {
                     .collect()
             })
             .collect();
-        let one = std::slice::from_ref(&one_thread);
-        let many = &per_thread[..];
-        let (calls_one, calls_many) = (CALLS, CALLS / threads as u64);
+        // Nanoseconds per check of the whole group of `t` threads: lower is more throughput.
+        let run = |t: usize, check: &(dyn Fn(u64) -> bool + Sync)| {
+            let calls = CALLS / t as u64;
+            let slowest = on_threads(t, |j| {
+                let keys = if t == 1 { &one_thread } else { &per_thread[j] };
+                for i in 0..calls as usize {
+                    black_box(check(keys[i % keys.len()]));
+                }
+            });
+            slowest.as_nanos() as f64 / (calls * t as u64) as f64
+        };
         let tollgate = |k: u64| keyed_1m.check_key(&k).is_ok();
         let governor = |k: u64| governor_1m.check_key(&k).is_ok();
         let floor = |k: u64| floor_1m.touch_two(k);
         paired(
             &format!("keyed distinct keys: 1 thread / {threads} threads, time per check"),
-            || time_distinct(one, calls_one, &tollgate),
-            || time_distinct(many, calls_many, &tollgate),
+            || run(1, &tollgate),
+            || run(threads, &tollgate),
         );
         paired(
             &format!("keyed distinct keys: two-line floor, 1 thread / {threads} threads"),
-            || time_distinct(one, calls_one, &floor),
-            || time_distinct(many, calls_many, &floor),
+            || run(1, &floor),
+            || run(threads, &floor),
         );
         paired(
             &format!("keyed distinct keys, {threads} threads: tollgate / two-line floor"),
-            || time_distinct(many, calls_many, &tollgate),
-            || time_distinct(many, calls_many, &floor),
+            || run(threads, &tollgate),
+            || run(threads, &floor),
         );
         paired(
             &format!("keyed distinct keys, {threads} threads: tollgate / governor"),
-            || time_distinct(many, calls_many, &tollgate),
-            || time_distinct(many, calls_many, &governor),
+            || run(threads, &tollgate),
+            || run(threads, &governor),
         );
     }
 }
