@@ -420,8 +420,9 @@ impl Table {
     /// holds a key is a coin toss that no predictor can learn. In development runs of a batched
     /// check over 1k keys, taking the slots one at a time with a branch on each cost about 27 ns
     /// a check, two at a time 23 ns, four at a time (the two of each group above) 21 ns, and
-    /// eight at a time 24 ns (the loads began to cost more than the mispredictions they saved). A key has at most one live slot, so the order of the scan decides only how
-    /// soon it is found.
+    /// eight at a time 24 ns (the loads began to cost more than the mispredictions they saved).
+    /// A key has at most one live slot, so the order of the scan decides only how soon it is
+    /// found.
     ///
     /// A shard with a single group gives both scans the same group from two starts: together
     /// they still reach every slot.
