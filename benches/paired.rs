@@ -277,6 +277,19 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| floor.touch(k)),
         );
+        // The same with a second slot's line, in the way of tollgate's check, which waits for
+        // a line of each of its key's two groups: the memory traffic of the design, with none
+        // of a check's hashing, probing, scanning or deciding.
+        paired(
+            &format!("keyed {label}: two-line floor / governor"),
+            || time_keys(&seq, &mut a, |k| floor.touch_two(k)),
+            || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
+        );
+        paired(
+            &format!("keyed {label}: tollgate / two-line floor"),
+            || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
+            || time_keys(&seq, &mut b, |k| floor.touch_two(k)),
+        );
     }
     if label == "100k uniform" {
         // The rich decision against the cheap check, one key at a time (the table in cache, so
