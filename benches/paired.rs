@@ -192,6 +192,138 @@ impl Floor {
     }
 }
 
+/// A minimal replica of tollgate's keyed check, for the bound of the design itself: the same
+/// table layout (two 8-slot groups of 16-byte `(tag, state)` slots per key, filled the same way),
+/// the same hash, probe, prefetch, clock read, four-slot first step and GCRA compare-and-swap,
+/// and nothing else: no shards, no reservations or overflow policy, no generic algorithm or
+/// result types. What tollgate's check costs beyond this is the price of its generality; what
+/// this costs beyond the two-line floor is the work any check of this design does.
+struct Replica {
+    groups: Vec<ReplicaGroup>,
+    hasher: ahash::RandomState,
+    clock: TscClock,
+    /// GCRA's emission interval and tolerance, in nanoseconds.
+    interval: u64,
+    tolerance: u64,
+}
+
+/// Eight slots on one 128-byte-aligned pair of cache lines, as tollgate's groups.
+#[repr(align(128))]
+struct ReplicaGroup([AtomicU128; 8]);
+
+impl Replica {
+    /// A table of as many slots as `limiter`'s (rounded up to whole groups), holding `keys`
+    /// under the same quota (the bench's limiters admit every check).
+    fn new(limiter: &KeyedRateLimiter<u64>, keys: u64) -> Replica {
+        let gcra = limiter.algorithm();
+        let replica = Replica {
+            groups: (0..limiter.stats().slots.div_ceil(8))
+                .map(|_| ReplicaGroup(std::array::from_fn(|_| AtomicU128::new(0))))
+                .collect(),
+            hasher: ahash::RandomState::new(),
+            clock: TscClock::new(),
+            interval: gcra.emission_interval().as_nanos() as u64,
+            tolerance: gcra.tolerance().as_nanos() as u64,
+        };
+        for key in 0..keys {
+            replica.insert(key);
+        }
+        replica
+    }
+
+    /// Tag, the two groups and each group's starting slot, as `Table::probe` computes them.
+    #[inline(always)]
+    fn probe(&self, key: u64) -> (u64, [&[AtomicU128; 8]; 2], [usize; 2]) {
+        let hash = self.hasher.hash_one(key);
+        let n = self.groups.len() as u64;
+        let first = ((hash & 0xFFFF_FFFF) * n) >> 32;
+        let mut second = ((hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) * n) >> 32;
+        if second == first {
+            second = (first + 1) % n;
+        }
+        let groups = [first, second].map(|g| &self.groups[g as usize].0);
+        (
+            hash.max(1),
+            groups,
+            [(hash >> 40) as usize % 8, (hash >> 44) as usize % 8],
+        )
+    }
+
+    /// Puts `key` in the first empty slot, from its start, of the less loaded of its groups.
+    fn insert(&self, key: u64) {
+        let (tag, groups, starts) = self.probe(key);
+        let load = |g: usize| {
+            groups[g]
+                .iter()
+                .filter(|s| s.load(Ordering::Relaxed) != 0)
+                .count()
+        };
+        let g = usize::from(load(1) < load(0));
+        if let Some(slot) = (0..8)
+            .map(|j| &groups[g][(starts[g] + j) % 8])
+            .find(|s| s.load(Ordering::Relaxed) == 0)
+        {
+            slot.store(u128::from(tag), Ordering::Relaxed);
+        }
+    }
+
+    /// One check of `key`, as `check_key` makes it.
+    fn check(&self, key: u64) -> bool {
+        let (tag, [first, second], [a, b]) = self.probe(key);
+        for group in [first, second] {
+            prefetch(&group[0]);
+            prefetch(&group[4]);
+        }
+        let now = self.clock.now().as_nanos();
+        let slots = [
+            &first[a],
+            &second[b],
+            &first[(a + 1) % 8],
+            &second[(b + 1) % 8],
+        ];
+        let words = slots.map(|slot| slot.load(Ordering::Relaxed));
+        let hits = (0..4).fold(0u32, |hits, i| {
+            hits | u32::from(words[i] as u64 == tag) << i
+        });
+        if hits == 0 {
+            return self.check_rest(tag, [first, second], [a, b], now);
+        }
+        let i = hits.trailing_zeros() as usize;
+        self.decide(slots[i], words[i], tag, now)
+    }
+
+    /// The rest of the scan (after the first step's four slots), out of line as in tollgate.
+    #[inline(never)]
+    fn check_rest(
+        &self,
+        tag: u64,
+        groups: [&[AtomicU128; 8]; 2],
+        starts: [usize; 2],
+        now: u64,
+    ) -> bool {
+        (4..16)
+            .map(|i| &groups[i % 2][(starts[i % 2] + i / 2) % 8])
+            .map(|slot| (slot, slot.load(Ordering::Relaxed)))
+            .find(|&(_, word)| word as u64 == tag)
+            .is_some_and(|(slot, word)| self.decide(slot, word, tag, now))
+    }
+
+    /// GCRA's admission on the slot's state.
+    #[inline(always)]
+    fn decide(&self, slot: &AtomicU128, word: u128, tag: u64, now: u64) -> bool {
+        let tat = ((word >> 64) as u64).max(now).saturating_add(self.interval);
+        tat <= now + self.tolerance
+            && slot
+                .compare_exchange(
+                    word,
+                    u128::from(tat) << 64 | u128::from(tag),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+}
+
 /// Starts fetching `slot`'s cache line without waiting for it.
 fn prefetch(slot: &AtomicU128) {
     #[cfg(target_arch = "x86_64")]
@@ -289,6 +421,18 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             &format!("keyed {label}: tollgate / two-line floor"),
             || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| floor.touch_two(k)),
+        );
+        drop(floor);
+        let replica = Replica::new(&tollgate, keys);
+        paired(
+            &format!("keyed {label}: minimal replica / tollgate"),
+            || time_keys(&seq, &mut a, |k| replica.check(k)),
+            || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
+        );
+        paired(
+            &format!("keyed {label}: minimal replica / governor"),
+            || time_keys(&seq, &mut a, |k| replica.check(k)),
+            || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
     }
     if label == "100k uniform" {
