@@ -422,6 +422,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| floor.touch_two(k)),
         );
+        // The floor's rows are done: its table is freed before the replica's is built.
         drop(floor);
         let replica = Replica::new(&tollgate, keys);
         paired(
