@@ -484,6 +484,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         self.decide_with(quota, &self.probe(key), cost)
     }
 }
+
 impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> fmt::Debug
     for KeyedRateLimiter<K, A, C, S>
 {
