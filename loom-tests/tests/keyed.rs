@@ -150,12 +150,12 @@ fn two_threads_insert_the_same_new_key() {
 #[test]
 fn inserts_of_one_key_into_different_slots() {
     loom::model(|| {
-        // Two groups of two slots. Z sits in group 0 and is live until 1 s.
+        // Two groups of two slots. C sits in group 0 and is live until 1 s.
         let limiter = sized(Quota::per_second(1).unwrap(), 2);
         assert_eq!(limiter.stats().slots, 4, "two groups of two slots");
         limiter.check_key(&C).unwrap();
         // The clock ticks to 1 s while two threads insert key A. A thread that reads 0 s sees
-        // Z live in group 0 and picks the emptier group 1; one that reads 1 s sees Z idle, finds
+        // C live in group 0 and picks the emptier group 1; one that reads 1 s sees C idle, finds
         // the groups equally loaded and picks group 0's empty slot. Each reserves its own slot,
         // and only the fence-and-rescan keeps them from both publishing.
         let tick = {
@@ -174,6 +174,6 @@ fn inserts_of_one_key_into_different_slots() {
         tick.join().unwrap();
         // Exactly one of the two is admitted, in one slot.
         assert!(a ^ b, "a {a}, b {b}");
-        assert_eq!(limiter.stats().occupied, 2, "Z and one slot for A");
+        assert_eq!(limiter.stats().occupied, 2, "C and one slot for A");
     });
 }
