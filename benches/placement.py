@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Simulates where a keyed table puts its keys, for the table's design and the alternatives to it.
 
-    python3 benches/placement.py            # a million keys, replaced ten times (about 2 minutes)
+    python3 benches/placement.py            # a million keys, replaced ten times (about a minute)
     python3 benches/placement.py 100000     # a tenth of that, ten times faster
 
 The model is the flood test's steady state (`tests/flood.rs`): keys arrive one after another,
 each is live until `capacity` more keys have arrived (then it is idle and its slot is free
-again), so that `capacity` keys are live at every moment once the table has filled. A table has
-one 8-slot group per 8 / 0.68 keys of capacity, as `src/store/table.rs` builds it; only the number
-of live keys in each group matters, so that is all the model keeps. A key that finds no free slot
+again), so that `capacity` keys are live at every moment once the table has filled. The table has
+one 8-slot group per 8 × 0.68 = 5.44 keys of capacity (a load of 0.68, as `src/store/table.rs`
+builds it); only the number of live keys in each group matters, so that is all the model keeps. A key that finds no free slot
 in the groups it may use overflows and takes no slot.
 
 For each way of choosing a key's group it prints the share of insertions that overflowed while
