@@ -233,7 +233,8 @@ impl Replica {
         replica
     }
 
-    /// Tag, the two groups and each group's starting slot, as `Table::probe` computes them.
+    /// Tag, the two groups and each group's starting slot, as `Table::probe` computes them for a
+    /// table of one shard.
     #[inline(always)]
     fn probe(&self, key: u64) -> (u64, [&[AtomicU128; 8]; 2], [usize; 2]) {
         let hash = self.hasher.hash_one(key);
