@@ -33,6 +33,13 @@
 //! A weaker ordering than `Relaxed` does not exist, and a stronger one would add fences on ARM for
 //! nothing; x86 makes every read-modify-write a full barrier anyway.
 //!
+//! On x86-64 CPUs with AVX the keyed table's slots are loaded and swapped by the crate's own
+//! instructions (`crate::sync::Native`: `vmovdqa`, `lock cmpxchg16b`) rather than portable-atomic's
+//! calls to the same instructions. They are stronger than `Relaxed`, not weaker: an x86 load is an
+//! acquire and a locked instruction a full barrier; and each is an `asm!` block (not `pure`), which
+//! the compiler never removes, duplicates or merges with another access, as it would not a
+//! `Relaxed` atomic access. The argument below holds for them unchanged.
+//!
 //! A slot of the keyed table is a single 128-bit word holding both the key's tag and its state,
 //! so points 1-4 apply to it unchanged: a decision is a compare-and-swap of the whole word, the
 //! tag included. What the table adds is a property across slots: **at most one live slot per

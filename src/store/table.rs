@@ -58,7 +58,8 @@ use super::overflow::{KeyedStats, Overflow, Overflowed};
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::sync::{
-    backoff, fence, prefetch, AtomicU128, AtomicU64, Ordering::Relaxed, Ordering::SeqCst,
+    backoff, fence, prefetch, AtomicU128, AtomicU64, Native, Ordering::Relaxed, Ordering::SeqCst,
+    Portable, Wide,
 };
 
 /// Slots per probe group: 8 × 16 bytes, one 128-byte-aligned pair of cache lines (the adjacent
@@ -284,8 +285,10 @@ impl Layout {
         // its keys' two choices and to pay for its header.
         let shards = shards_for(parallelism, groups / MIN_GROUPS_PER_SHARD);
         let groups_per_shard = groups.div_ceil(shards);
-        // Probes keep group indices in 32 bits: 2^32 groups are 512 GiB of table.
-        if (groups_per_shard * shards) as u64 > 1 << 32 {
+        // Probes keep group indices in 32 bits: 2^32 groups are 512 GiB of table. (A shard then
+        // has fewer than 2^32 groups, as `Table` stores them, since such a table has 4 shards or
+        // more; checked anyway.)
+        if (groups_per_shard * shards) as u64 > 1 << 32 || groups_per_shard > u32::MAX as usize {
             return Err(CapacityError::too_large(capacity));
         }
         Ok(Layout {
@@ -316,8 +319,14 @@ impl CapacityError {
 pub(crate) struct Table {
     groups: Box<[Group]>,
     shards: Box<[CachePadded<ShardStats>]>,
-    groups_per_shard: usize,
     capacity: usize,
+    /// At most `u32::MAX` ([`Layout::new`]): 32 bits leave room for `native` in the same word, so
+    /// that the table's own fields stay at 48 bytes on 64-bit targets (the 24-bytes-per-key bound
+    /// is tight for tables of a few thousand keys).
+    groups_per_shard: u32,
+    /// The CPU's own 128-bit instructions, where it has them; else every slot operation is
+    /// [`Portable`]'s. Fixed for the table's life, so that its slots are never reached both ways.
+    native: Option<Native>,
 }
 
 impl Table {
@@ -337,8 +346,10 @@ impl Table {
         Ok(Table {
             groups: table.into_boxed_slice(),
             shards: (0..shards).map(|_| CachePadded::default()).collect(),
-            groups_per_shard,
             capacity,
+            // `Layout::new` checked that it fits.
+            groups_per_shard: groups_per_shard as u32,
+            native: Native::detect(),
         })
     }
 
@@ -346,7 +357,7 @@ impl Table {
     pub(crate) fn memory(&self) -> usize {
         Layout {
             shards: self.shards.len(),
-            groups_per_shard: self.groups_per_shard,
+            groups_per_shard: self.groups_per_shard as usize,
         }
         .bytes()
     }
@@ -366,7 +377,7 @@ impl Table {
         if second == first {
             second = (first + 1) % gps;
         }
-        let base = shard * self.groups_per_shard;
+        let base = shard * self.groups_per_shard as usize;
         // Every index is below the table's group count, at most 2^32 (`Table::new`): no
         // truncation.
         Probe {
@@ -395,11 +406,11 @@ impl Table {
     /// Loads every slot of the key's groups. All loads are issued before any is used, so the
     /// (up to four) cache lines are fetched in parallel: about one memory latency in all.
     #[inline]
-    fn scan(&self, probe: &Probe) -> Scan {
+    fn scan<W: Wide>(&self, wide: W, probe: &Probe) -> Scan {
         let len = probe.group_count() * GROUP;
         let mut words = [0u128; 2 * GROUP];
         for (i, word) in words.iter_mut().enumerate().take(len) {
-            *word = self.slot(probe, i).load(Relaxed);
+            *word = wide.load(self.slot(probe, i));
         }
         Scan { words, len }
     }
@@ -429,7 +440,7 @@ impl Table {
     /// A shard with a single group gives both scans the same group from two starts: together
     /// they still reach every slot.
     #[inline]
-    fn find(&self, probe: &Probe) -> Option<(&AtomicU128, u128)> {
+    fn find<W: Wide>(&self, wide: W, probe: &Probe) -> Option<(&AtomicU128, u128)> {
         let live = |word: u128| tag_of(word) == probe.tag && state_of(word) != RESERVED;
         let [first, second] = [0, 1].map(|g| &self.groups[probe.group(g)].slots);
         let [a, b] = [0, 1].map(|g| probe.start(g));
@@ -440,7 +451,13 @@ impl Table {
                 &first[(a + j + 1) % GROUP],
                 &second[(b + j + 1) % GROUP],
             ];
-            let words = slots.map(|slot| slot.load(Relaxed));
+            // Four loads written out: `slots.map(..)` was compiled to an out-of-line call.
+            let words = [
+                wide.load(slots[0]),
+                wide.load(slots[1]),
+                wide.load(slots[2]),
+                wide.load(slots[3]),
+            ];
             let hits = words
                 .iter()
                 .enumerate()
@@ -473,7 +490,11 @@ impl Table {
     /// The state of the probe's key, or the fresh word if it has none: for peeks, which never
     /// insert.
     pub(crate) fn state(&self, probe: &Probe) -> u64 {
-        self.find(probe).map_or(0, |(_, word)| state_of(word))
+        let found = match self.native {
+            Some(native) => self.find(native, probe),
+            None => self.find(Portable, probe),
+        };
+        found.map_or(0, |(_, word)| state_of(word))
     }
 
     /// Applies `step` to the state of the probe's key, inserting the key if it is absent and `step`
@@ -491,23 +512,41 @@ impl Table {
         algorithm: &A,
         now: Nanos,
         policy: Overflow,
+        step: impl FnMut(u64) -> (T, u64),
+    ) -> Result<T, Overflowed<T>> {
+        match self.native {
+            Some(native) => self.update_with(native, probe, algorithm, now, policy, step),
+            None => self.update_with(Portable, probe, algorithm, now, policy, step),
+        }
+    }
+
+    /// [`update`](Table::update) with the table's slot operations.
+    #[inline]
+    fn update_with<W: Wide, A: Algorithm, T>(
+        &self,
+        wide: W,
+        probe: &Probe,
+        algorithm: &A,
+        now: Nanos,
+        policy: Overflow,
         mut step: impl FnMut(u64) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
         // The common case, kept small enough to inline into the caller: the key is there, and
         // its compare-and-swap loop decides.
-        if let Some((slot, word)) = self.find(probe) {
-            if let Some(outcome) = self.decide(slot, word, probe.tag, &mut step) {
+        if let Some((slot, word)) = self.find(wide, probe) {
+            if let Some(outcome) = self.decide(wide, slot, word, probe.tag, &mut step) {
                 return Ok(outcome);
             }
         }
-        self.update_slow(probe, algorithm, now, policy, step)
+        self.update_slow(wide, probe, algorithm, now, policy, step)
     }
 
     /// [`update`](Table::update) for a key that [`find`](Table::find) did not find, or whose slot
     /// went to another key under it: look again at every slot, then insert.
     #[inline(never)]
-    fn update_slow<A: Algorithm, T>(
+    fn update_slow<W: Wide, A: Algorithm, T>(
         &self,
+        wide: W,
         probe: &Probe,
         algorithm: &A,
         now: Nanos,
@@ -519,9 +558,10 @@ impl Table {
         loop {
             // One load of every slot: it finds the key if it was published since the last look,
             // and otherwise is what the insertion chooses from.
-            let scan = self.scan(&probe);
+            let scan = self.scan(wide, &probe);
             if let Some(i) = scan.find_live(probe.tag) {
-                match self.decide(self.slot(&probe, i), scan.words[i], probe.tag, &mut step) {
+                let slot = self.slot(&probe, i);
+                match self.decide(wide, slot, scan.words[i], probe.tag, &mut step) {
                     Some(outcome) => return Ok(outcome),
                     // The slot went to another key (ours was idle): look again.
                     None => continue,
@@ -546,6 +586,7 @@ impl Table {
                 });
             };
             match self.insert(
+                wide,
                 &probe,
                 i,
                 scan.words[i],
@@ -563,8 +604,9 @@ impl Table {
     /// The compare-and-swap loop on a live slot of `tag`. `None` if the slot stopped holding the
     /// key (it was idle and another key took it).
     #[inline]
-    fn decide<T>(
+    fn decide<W: Wide, T>(
         &self,
+        wide: W,
         slot: &AtomicU128,
         mut word: u128,
         tag: u64,
@@ -576,7 +618,7 @@ impl Table {
             if next == state {
                 return Some(outcome);
             }
-            match slot.compare_exchange(word, pack(tag, next), Relaxed, Relaxed) {
+            match wide.compare_exchange(slot, word, pack(tag, next)) {
                 Ok(_) => return Some(outcome),
                 Err(actual) if tag_of(actual) == tag && state_of(actual) != RESERVED => {
                     word = actual
@@ -645,8 +687,9 @@ impl Table {
     /// Claims the slot at scan position `i` (holding `old`) for a new key, validates the claim
     /// against concurrent inserters of the same key, and publishes `fresh` in it.
     #[allow(clippy::too_many_arguments)]
-    fn insert<A: Algorithm>(
+    fn insert<W: Wide, A: Algorithm>(
         &self,
+        wide: W,
         probe: &Probe,
         i: usize,
         old: u128,
@@ -657,10 +700,7 @@ impl Table {
     ) -> Inserted {
         let slot = self.slot(probe, i);
         let reserved = pack(probe.tag, RESERVED);
-        if slot
-            .compare_exchange(old, reserved, Relaxed, Relaxed)
-            .is_err()
-        {
+        if wide.compare_exchange(slot, old, reserved).is_err() {
             return Inserted::Retry;
         }
         let stats = self.stats(probe);
@@ -675,12 +715,12 @@ impl Table {
         // before they look for ours: with a SeqCst fence on both sides, at least one of the two
         // scans sees the other reservation (see the module docs).
         fence(SeqCst);
-        if !self.validate(probe, i, patience) {
-            self.release(probe, i);
+        if !self.validate(wide, probe, i, patience) {
+            self.release(wide, probe, i);
             backoff();
             return Inserted::Retry;
         }
-        match slot.compare_exchange(reserved, pack(probe.tag, fresh), Relaxed, Relaxed) {
+        match wide.compare_exchange(slot, reserved, pack(probe.tag, fresh)) {
             Ok(_) => Inserted::Done,
             // Killed by an inserter of the same key at a lower slot, or one that ran out of
             // patience with us: start again.
@@ -691,7 +731,7 @@ impl Table {
     /// Whether our reservation at scan position `mine` may be published: no live slot of the key
     /// elsewhere, and no reservation at a lower position (higher ones are killed here; lower ones
     /// too once our patience runs out).
-    fn validate(&self, probe: &Probe, mine: usize, patience: &mut u32) -> bool {
+    fn validate<W: Wide>(&self, wide: W, probe: &Probe, mine: usize, patience: &mut u32) -> bool {
         let len = probe.group_count() * GROUP;
         let mut i = 0;
         while i < len {
@@ -700,7 +740,7 @@ impl Table {
                 continue;
             }
             let slot = self.slot(probe, i);
-            let word = slot.load(Relaxed);
+            let word = wide.load(slot);
             if tag_of(word) != probe.tag {
                 i += 1;
                 continue;
@@ -714,7 +754,7 @@ impl Table {
                 *patience -= 1;
                 return false;
             }
-            if slot.compare_exchange(word, 0, Relaxed, Relaxed).is_ok() {
+            if wide.compare_exchange(slot, word, 0).is_ok() {
                 self.stats(probe).occupied.fetch_sub(1, Relaxed);
                 i += 1;
             }
@@ -724,11 +764,10 @@ impl Table {
     }
 
     /// Gives up our reservation at scan position `i` (unless someone already killed it).
-    fn release(&self, probe: &Probe, i: usize) {
+    fn release<W: Wide>(&self, wide: W, probe: &Probe, i: usize) {
         let reserved = pack(probe.tag, RESERVED);
-        if self
-            .slot(probe, i)
-            .compare_exchange(reserved, 0, Relaxed, Relaxed)
+        if wide
+            .compare_exchange(self.slot(probe, i), reserved, 0)
             .is_ok()
         {
             self.stats(probe).occupied.fetch_sub(1, Relaxed);
@@ -881,7 +920,7 @@ mod tests {
     #[test]
     fn probes_stay_in_their_shard_and_use_two_groups() {
         let t = Table::new(100_000, 8).unwrap();
-        let gps = t.groups_per_shard;
+        let gps = t.groups_per_shard as usize;
         let mut same = 0;
         for k in 0..10_000u64 {
             let h = k.wrapping_mul(0x2545_F491_4F6C_DD1D);
@@ -896,6 +935,73 @@ mod tests {
             );
         }
         assert_eq!(same, 0);
+    }
+
+    /// On x86-64 the table runs its slots on the CPU's own instructions ([`Native`]); every other
+    /// test of the crate goes through them there. This one replays the same requests (many keys
+    /// for a small table: hits, inserts, reuse, eviction, overflows) against a twin table
+    /// forced onto portable-atomic's operations, the path of CPUs without AVX and of other
+    /// targets, and asserts the same outcome for every request and the same word in every slot.
+    #[test]
+    fn native_and_portable_slot_operations_decide_alike() {
+        use crate::algorithm::Gcra;
+        use crate::quota::Quota;
+        let gcra = Gcra::from(Quota::per_second(50).unwrap().with_burst(4).unwrap());
+        let native = Table::new(300, 1).unwrap();
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            native.native.is_some(),
+            "this test needs a CPU with cmpxchg16b and AVX"
+        );
+        let mut portable = Table::new(300, 1).unwrap();
+        portable.native = None;
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut now = 0u64;
+        let (mut admitted, mut overflowed) = (0, 0);
+        for _ in 0..20_000 {
+            // Mostly 0-20 µs apart, so that keys stay live and the table fills; now and then
+            // 100 ms later, when every key has gone idle.
+            now += if next() % 1_000 == 0 {
+                100_000_000
+            } else {
+                next() % 20_000
+            };
+            let key_hash = (next() % 600).wrapping_mul(0x2545_F491_4F6C_DD1D);
+            let cost = next() % 3;
+            let policy = [Overflow::Deny, Overflow::EvictLeastConstrained][(next() % 2) as usize];
+            let at = Nanos::from_nanos(now);
+            let decide = |table: &Table| {
+                let probe = table.probe(key_hash);
+                table
+                    .update(&probe, &gcra, at, policy, |state| {
+                        gcra.decide(state, at, cost)
+                    })
+                    .map_err(|overflowed| (overflowed.fresh, overflowed.retry_after))
+            };
+            let outcome = decide(&native);
+            assert_eq!(outcome, decide(&portable));
+            admitted += u32::from(outcome.is_ok_and(|d| d.is_allowed() && cost > 0));
+            overflowed += u32::from(outcome.is_err());
+        }
+        let words = |table: &Table| -> Vec<u128> {
+            let wide = Portable;
+            let slots = table.groups.iter().flat_map(|g| g.slots.iter());
+            slots.map(|slot| wide.load(slot)).collect()
+        };
+        assert_eq!(words(&native), words(&portable));
+        assert_eq!(native.stats_snapshot(), portable.stats_snapshot());
+        // The replay reached every path it claims to: admissions, reuse, eviction, overflow.
+        let stats = native.stats_snapshot();
+        assert!(
+            admitted > 0 && stats.reuses > 0 && stats.evictions > 0 && overflowed > 0,
+            "{admitted} admitted, {overflowed} overflowed, {stats:?}"
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! prefix because a bare `--cfg loom` switches every crate in the tree that checks it (tokio and
 //! friends) to its own loom build.
 //!
-//! Nothing else in the crate imports an atomic type directly.
+//! Nothing else in the crate imports an atomic type directly, and the keyed table reaches its
+//! 128-bit slots only through a [`Wide`] implementation: [`Portable`] (portable-atomic's, or
+//! loom's), or [`Native`], the CPU's own instructions run inline where it has them.
 //!
 //! # Platforms
 //!
@@ -29,6 +31,70 @@ pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(tollgate_loom)]
 pub(crate) use loom_u128::AtomicU128;
 
+/// The keyed table's two operations on a 128-bit slot, chosen once per table: [`Native`] where
+/// the CPU has the instructions for it, [`Portable`] everywhere else.
+///
+/// Both are at least as strong as a `Relaxed` atomic load and compare-and-swap, which is all the
+/// table's protocol asks of them (see the store module's `# Orderings`).
+pub(crate) trait Wide: Copy {
+    /// The slot's word.
+    fn load(self, slot: &AtomicU128) -> u128;
+
+    /// Replaces the slot's word with `new` if it is `current`: `Ok` with the word replaced, or
+    /// `Err` with the word found.
+    fn compare_exchange(self, slot: &AtomicU128, current: u128, new: u128) -> Result<u128, u128>;
+}
+
+/// portable-atomic's 128-bit operations (loom's under `tollgate_loom`): available on every target.
+///
+/// On x86-64, unless the crate is built for a CPU level that includes `cmpxchg16b` and AVX,
+/// portable-atomic picks its instructions at run time and each operation is a call through a
+/// function pointer. The table uses this only where [`Native`] is not available.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Portable;
+
+impl Wide for Portable {
+    #[inline]
+    fn load(self, slot: &AtomicU128) -> u128 {
+        slot.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn compare_exchange(self, slot: &AtomicU128, current: u128, new: u128) -> Result<u128, u128> {
+        slot.compare_exchange(current, new, Ordering::Relaxed, Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", not(tollgate_loom), not(miri)))]
+mod x86_64;
+#[cfg(all(target_arch = "x86_64", not(tollgate_loom), not(miri)))]
+pub(crate) use x86_64::Native;
+
+/// The CPU's own 128-bit instructions, run inline: only on x86-64 (outside loom and Miri). Here
+/// there is no such path, and this type has no values.
+#[cfg(not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Native {}
+
+#[cfg(not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))))]
+impl Native {
+    /// Never available on this target.
+    pub(crate) fn detect() -> Option<Native> {
+        None
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))))]
+impl Wide for Native {
+    fn load(self, _: &AtomicU128) -> u128 {
+        match self {}
+    }
+
+    fn compare_exchange(self, _: &AtomicU128, _: u128, _: u128) -> Result<u128, u128> {
+        match self {}
+    }
+}
+
 /// Gives way while another thread finishes a step we are waiting on (a slot reservation).
 #[inline]
 pub(crate) fn backoff() {
@@ -41,7 +107,8 @@ pub(crate) fn backoff() {
 
 /// Starts bringing the cache line holding `slot` towards this core, without waiting for it.
 ///
-/// The one `unsafe` block of the crate. A safe relaxed load of the slot would also start the
+/// One of the crate's three `unsafe` blocks (the other two are [`Native`]'s instructions). A safe
+/// relaxed load of the slot would also start the
 /// fetch, but a load that misses holds up retirement where a prefetch retires at once: in one
 /// `cargo bench --bench paired` run during development, `check_keys` over a million keys took
 /// 0.45 of governor's time per check with such a load and 0.22 with the prefetch.
