@@ -17,11 +17,11 @@ mod support;
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use portable_atomic::AtomicU128;
+use support::wide::Wide;
 use support::{on_threads, uniform, zipf, SplitMix};
 use tollgate::{Clock, KeyedRateLimiter, Quota, TscClock};
 
@@ -65,10 +65,11 @@ fn keyed(c: &mut Criterion) {
             .map(|n| AtomicU128::new(n as u128))
             .collect()
     };
+    let wide = Wide::detect();
     let mut at = 0usize;
     g.bench_function("floor/dram", |b| {
         b.iter(|| {
-            at = table[at].load(Ordering::Relaxed) as usize;
+            at = wide.load(&table[at]) as usize;
             black_box(at)
         })
     });
@@ -80,13 +81,8 @@ fn keyed(c: &mut Criterion) {
             let now = clock.now().as_nanos() as u128;
             let slot = &table[random[i] as usize];
             i = (i + 1) % SEQUENCE;
-            let current = slot.load(Ordering::Relaxed);
-            black_box(slot.compare_exchange(
-                current,
-                current ^ now,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ))
+            let current = wide.load(slot);
+            black_box(wide.compare_exchange(slot, current, current ^ now))
         })
     });
 

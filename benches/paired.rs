@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
+use support::wide::Wide;
 use support::{contended, on_threads};
 use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter, TscClock};
 
@@ -143,6 +144,7 @@ fn check_batch(limiter: &KeyedRateLimiter<u64>, keys: &[u64]) {
 struct Floor {
     clock: TscClock,
     table: Vec<AtomicU128>,
+    wide: Wide,
 }
 
 impl Floor {
@@ -150,6 +152,7 @@ impl Floor {
         Floor {
             clock: TscClock::new(),
             table: (0..slots).map(|_| AtomicU128::new(0)).collect(),
+            wide: Wide::detect(),
         }
     }
 
@@ -184,11 +187,10 @@ impl Floor {
             prefetch(other);
         }
         let now = self.clock.now().as_nanos();
-        let extra = other.map_or(0, |other| other.load(Ordering::Relaxed) & 1);
-        let current = slot.load(Ordering::Relaxed);
+        let extra = other.map_or(0, |other| self.wide.load(other) & 1);
+        let current = self.wide.load(slot);
         let next = current ^ u128::from(now) ^ extra;
-        slot.compare_exchange(current, next, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+        self.wide.compare_exchange(slot, current, next)
     }
 }
 
@@ -202,6 +204,7 @@ struct Replica {
     groups: Vec<ReplicaGroup>,
     hasher: ahash::RandomState,
     clock: TscClock,
+    wide: Wide,
     /// GCRA's emission interval and tolerance, in nanoseconds.
     interval: u64,
     tolerance: u64,
@@ -224,6 +227,7 @@ impl Replica {
                 .collect(),
             hasher: ahash::RandomState::new(),
             clock: TscClock::new(),
+            wide: Wide::detect(),
             interval: gcra.emission_interval().as_nanos() as u64,
             tolerance: gcra.tolerance().as_nanos() as u64,
         };
@@ -284,7 +288,13 @@ impl Replica {
             &first[(a + 1) % 8],
             &second[(b + 1) % 8],
         ];
-        let words = slots.map(|slot| slot.load(Ordering::Relaxed));
+        // Written out, as in tollgate: `slots.map(..)` compiles to an out-of-line call.
+        let words = [
+            self.wide.load(slots[0]),
+            self.wide.load(slots[1]),
+            self.wide.load(slots[2]),
+            self.wide.load(slots[3]),
+        ];
         let hits = (0..4).fold(0u32, |hits, i| {
             hits | u32::from(words[i] as u64 == tag) << i
         });
@@ -306,7 +316,7 @@ impl Replica {
     ) -> bool {
         (4..16)
             .map(|i| &groups[i % 2][(starts[i % 2] + i / 2) % 8])
-            .map(|slot| (slot, slot.load(Ordering::Relaxed)))
+            .map(|slot| (slot, self.wide.load(slot)))
             .find(|&(_, word)| word as u64 == tag)
             .is_some_and(|(slot, word)| self.decide(slot, word, tag, now))
     }
@@ -316,14 +326,9 @@ impl Replica {
     fn decide(&self, slot: &AtomicU128, word: u128, tag: u64, now: u64) -> bool {
         let tat = ((word >> 64) as u64).max(now).saturating_add(self.interval);
         tat <= now + self.tolerance
-            && slot
-                .compare_exchange(
-                    word,
-                    u128::from(tat) << 64 | u128::from(tag),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
-                .is_ok()
+            && self
+                .wide
+                .compare_exchange(slot, word, u128::from(tat) << 64 | u128::from(tag))
     }
 }
 
@@ -570,13 +575,14 @@ fn main() {
         .map(|n| AtomicU128::new(n as u128))
         .collect();
     let seq = sequence(1_000_000, 1 << 22, 9, false);
+    let wide = Wide::detect();
     let (mut at, mut node) = (0usize, 0usize);
     paired(
         "keyed 1M uniform: tollgate / one DRAM access",
         || time_keys(&seq, &mut at, |k| keyed_1m.check_key(&k).is_ok()),
         || {
             time(&mut || {
-                node = table[node].load(Ordering::Relaxed) as usize;
+                node = wide.load(&table[node]) as usize;
                 node != usize::MAX
             })
         },

@@ -1,5 +1,8 @@
-//! What the benchmarks share: reproducible key sequences and a multi-thread timer.
+//! What the benchmarks share: reproducible key sequences, a multi-thread timer, and the keyed
+//! table's 128-bit instructions for the floors (`wide`).
 #![allow(dead_code)] // each bench uses part of it
+
+pub mod wide;
 
 use std::hint::black_box;
 use std::sync::Barrier;
