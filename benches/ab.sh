@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Times this working tree's keyed checks against those of another commit, in one process, in
+# alternating rounds (benches/ab/harness.rs): a code change measured without the drift between
+# runs of a shared machine. Uncommitted changes count as part of the working tree.
+#
+#   benches/ab.sh 11a8f54                    # every row: 1k, 100k and 1M keys
+#   benches/ab.sh HEAD~1 "100k check_key"    # rows whose names contain the filter
+#   AB_CHECK=1 benches/ab.sh HEAD            # only build the harness and lint it (CI does)
+#
+# Both versions are built as plain library crates (tollgate_base, tollgate_head) under
+# target/ab, with the repository's Cargo.lock, in release mode with default flags.
+set -euo pipefail
+base=${1:?usage: benches/ab.sh COMMIT [FILTER...]}
+shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+work="$root/target/ab"
+rm -rf "$work/base" "$work/head" "$work/harness"
+mkdir -p "$work/base" "$work/head" "$work/harness/src"
+git -C "$root" archive "$base" src Cargo.toml | tar -x -C "$work/base"
+(cd "$root" && tar -c src Cargo.toml) | tar -x -C "$work/head"
+for side in base head; do
+    # Keep [package] (renamed), [dependencies] and the loom target's: drop the workspace, the
+    # dev-dependencies, the benches and the profiles, which only the repository needs.
+    python3 - "$work/$side/Cargo.toml" "$side" <<'PY'
+import re, sys
+path, side = sys.argv[1], sys.argv[2]
+keep, out = True, []
+for line in open(path):
+    header = re.match(r"\s*\[\[?([^\]]+)\]\]?", line)
+    if header:
+        keep = header.group(1) in ("package", "dependencies", "lints.rust") or "tollgate_loom" in line
+    if keep:
+        out.append(line)
+text = "".join(out).replace('name = "tollgate"', f'name = "tollgate_{side}"', 1)
+open(path, "w").write(text)
+PY
+done
+governor=$(sed -n 's/^governor = \(.*\)$/\1/p' "$root/Cargo.toml")
+cat > "$work/harness/Cargo.toml" <<TOML
+[package]
+name = "tollgate-ab"
+version = "0.0.0"
+edition = "2021"
+publish = false
+
+[workspace]
+
+[dependencies]
+tollgate_base = { path = "../base" }
+tollgate_head = { path = "../head" }
+governor = $governor
+
+[profile.release]
+debug = true
+TOML
+cp "$root/benches/ab/harness.rs" "$work/harness/src/main.rs"
+cp "$root/Cargo.lock" "$work/harness/Cargo.lock"
+cd "$work/harness"
+echo "head: working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (modified)'); base: $(git -C "$root" rev-parse --short "$base")"
+if [ "${AB_CHECK:-}" = 1 ]; then
+    cargo clippy --release --quiet --target-dir "$work/target" -- -D warnings
+    exit
+fi
+cargo run --release --quiet --target-dir "$work/target" -- "$@"
