@@ -11,6 +11,13 @@ use std::num::NonZeroU32;
 use std::time::Instant;
 
 const ROUNDS: usize = 41;
+/// The rows of each table size, after its label.
+const ROWS: [&str; 4] = [
+    "check_key: head / base",
+    "check_keys: head / base",
+    "check_key: head / governor",
+    "check_key: base / governor",
+];
 const CALLS: u64 = 2_000_000;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -109,7 +116,7 @@ macro_rules! limiter {
 fn main() {
     println!("ab rounds: {ROUNDS} x {CALLS} calls each");
     for (label, keys) in [("1k", 1_000u64), ("100k", 100_000), ("1M", 1_000_000)] {
-        if !selected(&format!("{label} ")) && !selected(label) {
+        if !ROWS.iter().any(|row| selected(&format!("{label} {row}"))) {
             continue;
         }
         let head = limiter!(tollgate_head, keys);
@@ -124,12 +131,12 @@ fn main() {
         let seq = uniform(keys, 1 << 22, 7);
         let (mut a, mut b) = (0, 1 << 21);
         paired(
-            &format!("{label} check_key: head / base"),
+            &format!("{label} {}", ROWS[0]),
             || one_at_a_time(&seq, &mut a, |k| head.check_key(&k).is_ok()),
             || one_at_a_time(&seq, &mut b, |k| base.check_key(&k).is_ok()),
         );
         paired(
-            &format!("{label} check_keys: head / base"),
+            &format!("{label} {}", ROWS[1]),
             || {
                 batched(&seq, &mut a, |keys| {
                     head.check_keys(keys).for_each(|d| {
@@ -146,12 +153,12 @@ fn main() {
             },
         );
         paired(
-            &format!("{label} check_key: head / governor"),
+            &format!("{label} {}", ROWS[2]),
             || one_at_a_time(&seq, &mut a, |k| head.check_key(&k).is_ok()),
             || one_at_a_time(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
         paired(
-            &format!("{label} check_key: base / governor"),
+            &format!("{label} {}", ROWS[3]),
             || one_at_a_time(&seq, &mut a, |k| base.check_key(&k).is_ok()),
             || one_at_a_time(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
