@@ -3,8 +3,9 @@
 //! governor's beside them for scale. A change is then measured without the drift between runs
 //! of a shared machine, which moves single-run ratios against governor by tens of percent.
 //!
-//! Rows: `check_key` and `check_keys` (batches of 64) over 1k, 100k and 1M uniform keys, each
-//! limiter holding every key. A filter argument selects rows by name, as in `paired.rs`.
+//! Rows: `check_key`, `check_keys` (batches of 64) and `decide_key` over 1k, 100k and 1M uniform
+//! keys, each limiter holding every key. A filter argument selects rows by name, as in
+//! `paired.rs`.
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -12,9 +13,10 @@ use std::time::Instant;
 
 const ROUNDS: usize = 41;
 /// The rows of each table size, after its label.
-const ROWS: [&str; 4] = [
+const ROWS: [&str; 5] = [
     "check_key: head / base",
     "check_keys: head / base",
+    "decide_key: head / base",
     "check_key: head / governor",
     "check_key: base / governor",
 ];
@@ -154,11 +156,24 @@ fn main() {
         );
         paired(
             &format!("{label} {}", ROWS[2]),
+            || {
+                one_at_a_time(&seq, &mut a, |k| {
+                    head.decide_key(&k, 1).is_ok_and(|d| d.is_allowed())
+                })
+            },
+            || {
+                one_at_a_time(&seq, &mut b, |k| {
+                    base.decide_key(&k, 1).is_ok_and(|d| d.is_allowed())
+                })
+            },
+        );
+        paired(
+            &format!("{label} {}", ROWS[3]),
             || one_at_a_time(&seq, &mut a, |k| head.check_key(&k).is_ok()),
             || one_at_a_time(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
         paired(
-            &format!("{label} {}", ROWS[3]),
+            &format!("{label} {}", ROWS[4]),
             || one_at_a_time(&seq, &mut a, |k| base.check_key(&k).is_ok()),
             || one_at_a_time(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
