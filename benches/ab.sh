@@ -5,7 +5,7 @@
 #
 #   benches/ab.sh 11a8f54                    # every row: 1k, 100k and 1M keys
 #   benches/ab.sh HEAD~1 "100k check_key"    # rows whose names contain the filter
-#   AB_CHECK=1 benches/ab.sh HEAD            # only build the harness and lint it (CI does)
+#   AB_CHECK=1 benches/ab.sh HEAD            # only check the harness's format, build and lint it (CI)
 #
 # Both versions are built as plain library crates (tollgate_base, tollgate_head) under
 # target/ab, with the repository's Cargo.lock, in release mode with default flags.
@@ -35,7 +35,10 @@ text = "".join(out).replace('name = "tollgate"', f'name = "tollgate_{side}"', 1)
 open(path, "w").write(text)
 PY
 done
+# The harness shares the benches' support module, which needs portable-atomic; governor is the
+# dev-dependency of the repository, at the version its Cargo.lock holds.
 governor=$(sed -n 's/^governor = \(.*\)$/\1/p' "$root/Cargo.toml")
+portable_atomic=$(sed -n 's/^portable-atomic = \(.*\)$/\1/p' "$root/Cargo.toml")
 cat > "$work/harness/Cargo.toml" <<TOML
 [package]
 name = "tollgate-ab"
@@ -49,15 +52,18 @@ publish = false
 tollgate_base = { path = "../base" }
 tollgate_head = { path = "../head" }
 governor = $governor
+portable-atomic = $portable_atomic
 
 [profile.release]
 debug = true
 TOML
 cp "$root/benches/ab/harness.rs" "$work/harness/src/main.rs"
+cp -r "$root/benches/support" "$work/harness/src/support"
 cp "$root/Cargo.lock" "$work/harness/Cargo.lock"
 cd "$work/harness"
 echo "head: working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (modified)'); base: $(git -C "$root" rev-parse --short "$base")"
 if [ "${AB_CHECK:-}" = 1 ]; then
+    cargo fmt --check
     cargo clippy --release --quiet --target-dir "$work/target" -- -D warnings
     exit
 fi

@@ -5,7 +5,7 @@
 //! drifts by ±10% over a minute, two medians taken a minute apart cannot settle a 5% question.
 //! Here each round times A and then B (the order alternates between rounds) over the same number
 //! of calls, and the figure reported is the **median of the per-round ratios**, with the spread
-//! of the middle half.
+//! of the middle half (`support/rounds.rs`).
 //!
 //!     cargo bench --bench paired
 
@@ -14,58 +14,13 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
-use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
+use support::rounds::{paired, selected, time, time_batches, time_keys, CALLS, ROUNDS};
 use support::wide::Wide;
 use support::{contended, on_threads};
 use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter, TscClock};
-
-const ROUNDS: usize = 41;
-const CALLS: u64 = 2_000_000;
-
-/// Nanoseconds per call of `f`, over `CALLS` calls.
-fn time<F: FnMut() -> bool>(f: &mut F) -> f64 {
-    let start = Instant::now();
-    for _ in 0..CALLS {
-        black_box(f());
-    }
-    start.elapsed().as_nanos() as f64 / CALLS as f64
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
-/// Prints `name`: the median times of A and B and the median A/B ratio, with its interquartile
-/// range. `a` and `b` each run one measurement and return nanoseconds per call.
-fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64) {
-    if !selected(name) {
-        return;
-    }
-    // Warm both up (caches, branch predictors, CPU frequency).
-    a();
-    b();
-    let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let (x, y) = if round % 2 == 0 {
-            let x = a();
-            (x, b())
-        } else {
-            let y = b();
-            (a(), y)
-        };
-        ta.push(x);
-        tb.push(y);
-        ratios.push(x / y);
-    }
-    let (ma, mb) = (median(&mut ta), median(&mut tb));
-    let r = median(&mut ratios);
-    let (q1, q3) = (ratios[ROUNDS / 4], ratios[3 * ROUNDS / 4]);
-    println!("{name:44} {ma:7.2} ns vs {mb:7.2} ns   ratio {r:5.3}  (IQR {q1:5.3} .. {q3:5.3})");
-}
 
 /// Nanoseconds per call per thread, with `threads` threads each making `CALLS / threads` calls
 /// at once (the slowest thread's time).
@@ -87,16 +42,6 @@ fn thread_counts() -> Vec<usize> {
     counts
 }
 
-/// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
-/// keyed` runs the comparisons whose names contain "keyed"); everything without one.
-fn selected(name: &str) -> bool {
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
-}
-
 /// A reproducible key sequence over `0..keys`, uniform or Zipf(1.0).
 fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
     if zipf {
@@ -104,31 +49,6 @@ fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
     } else {
         support::uniform(keys, len, seed)
     }
-}
-
-/// Nanoseconds per check over `CALLS` checks of the keys in `keys`, continuing at `*at`.
-fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -> f64 {
-    time(&mut || {
-        let key = keys[*at];
-        *at = (*at + 1) % keys.len();
-        check(key)
-    })
-}
-
-/// Nanoseconds per check over `CALLS` checks of the keys in `keys`, in batches of `batch`
-/// consecutive keys handed to `decide` (a batched call), continuing at `*at`.
-fn time_batches(keys: &[u64], at: &mut usize, batch: usize, mut decide: impl FnMut(&[u64])) -> f64 {
-    let start = Instant::now();
-    let mut done = 0;
-    while done < CALLS {
-        if *at + batch > keys.len() {
-            *at = 0;
-        }
-        decide(&keys[*at..*at + batch]);
-        *at += batch;
-        done += batch as u64;
-    }
-    start.elapsed().as_nanos() as f64 / done as f64
 }
 
 /// [`KeyedRateLimiter::check_keys`] over a batch.

@@ -1,7 +1,9 @@
-//! What the benchmarks share: reproducible key sequences, a multi-thread timer, and the keyed
-//! table's 128-bit instructions for the floors (`wide`).
+//! What the benchmarks share: reproducible key sequences, a multi-thread timer, the alternating
+//! rounds of the paired comparisons (`rounds`), and the keyed table's 128-bit instructions for
+//! the floors (`wide`).
 #![allow(dead_code)] // each bench uses part of it
 
+pub mod rounds;
 pub mod wide;
 
 use std::hint::black_box;

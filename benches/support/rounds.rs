@@ -1,0 +1,96 @@
+//! Alternating rounds: how the paired comparisons (`paired.rs`, and `ab/harness.rs` for
+//! `ab.sh`) time A against B, so that the drift of a shared, noisy machine cancels out. Each
+//! round times A and then B (the order alternates between rounds) over the same number of calls,
+//! and the figure reported is the median of the per-round ratios, with the spread of the middle
+//! half.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Rounds per comparison.
+pub const ROUNDS: usize = 41;
+/// Calls per measurement: each round times `CALLS` calls of A and as many of B.
+pub const CALLS: u64 = 2_000_000;
+
+/// Nanoseconds per call of `f`, over `CALLS` calls.
+pub fn time<F: FnMut() -> bool>(f: &mut F) -> f64 {
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        black_box(f());
+    }
+    start.elapsed().as_nanos() as f64 / CALLS as f64
+}
+
+/// The median of `v` (sorted in place).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// Prints `name`: the median times of A and B and the median A/B ratio, with its interquartile
+/// range. `a` and `b` each run one measurement and return nanoseconds per call.
+pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64) {
+    if !selected(name) {
+        return;
+    }
+    // Warm both up (caches, branch predictors, CPU frequency).
+    a();
+    b();
+    let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let (x, y) = if round % 2 == 0 {
+            let x = a();
+            (x, b())
+        } else {
+            let y = b();
+            (a(), y)
+        };
+        ta.push(x);
+        tb.push(y);
+        ratios.push(x / y);
+    }
+    let (ma, mb) = (median(&mut ta), median(&mut tb));
+    let r = median(&mut ratios);
+    let (q1, q3) = (ratios[ROUNDS / 4], ratios[3 * ROUNDS / 4]);
+    println!("{name:44} {ma:7.2} ns vs {mb:7.2} ns   ratio {r:5.3}  (IQR {q1:5.3} .. {q3:5.3})");
+}
+
+/// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
+/// keyed` runs the comparisons whose names contain "keyed"); everything without one.
+pub fn selected(name: &str) -> bool {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+}
+
+/// Nanoseconds per check over `CALLS` checks of the keys in `keys`, continuing at `*at`.
+pub fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -> f64 {
+    time(&mut || {
+        let key = keys[*at];
+        *at = (*at + 1) % keys.len();
+        check(key)
+    })
+}
+
+/// Nanoseconds per check over `CALLS` checks of the keys in `keys`, in batches of `batch`
+/// consecutive keys handed to `decide` (a batched call), continuing at `*at`.
+pub fn time_batches(
+    keys: &[u64],
+    at: &mut usize,
+    batch: usize,
+    mut decide: impl FnMut(&[u64]),
+) -> f64 {
+    let start = Instant::now();
+    let mut done = 0;
+    while done < CALLS {
+        if *at + batch > keys.len() {
+            *at = 0;
+        }
+        decide(&keys[*at..*at + batch]);
+        *at += batch;
+        done += batch as u64;
+    }
+    start.elapsed().as_nanos() as f64 / done as f64
+}
