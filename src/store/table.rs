@@ -433,7 +433,10 @@ impl Table {
     /// holds a key is a coin toss that no predictor can learn. In development runs of a batched
     /// check over 1k keys, taking the slots one at a time with a branch on each cost about 27 ns
     /// a check, two at a time 23 ns, four at a time (the two of each group above) 21 ns, and
-    /// eight at a time 24 ns (the loads began to cost more than the mispredictions they saved).
+    /// eight at a time 24 ns (the loads began to cost more than the mispredictions they saved),
+    /// each load then a call into portable-atomic. With the loads inline, a first step of eight
+    /// slots took 1.08 of the four-slot step's time in one paired run of `check_key` over 100k
+    /// keys.
     /// A key has at most one live slot, so the order of the scan decides only how soon it is
     /// found.
     ///
