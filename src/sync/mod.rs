@@ -69,35 +69,18 @@ impl Wide for Portable {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", not(tollgate_loom), not(miri)))]
-mod x86_64;
-#[cfg(all(target_arch = "x86_64", not(tollgate_loom), not(miri)))]
-pub(crate) use x86_64::Native;
-
-/// The CPU's own 128-bit instructions, run inline: only on x86-64 (outside loom and Miri). Here
-/// there is no such path, and this type has no values.
-#[cfg(not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))))]
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Native {}
-
-#[cfg(not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))))]
-impl Native {
-    /// Never available on this target.
-    pub(crate) fn detect() -> Option<Native> {
-        None
-    }
-}
-
-#[cfg(not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))))]
-impl Wide for Native {
-    fn load(self, _: &AtomicU128) -> u128 {
-        match self {}
-    }
-
-    fn compare_exchange(self, _: &AtomicU128, _: u128, _: u128) -> Result<u128, u128> {
-        match self {}
-    }
-}
+// The CPU's own 128-bit instructions, run inline: x86-64 only, and not under loom (which must see
+// every access) or Miri (which cannot run inline assembly). Elsewhere `Native` has no values.
+#[cfg_attr(
+    all(target_arch = "x86_64", not(tollgate_loom), not(miri)),
+    path = "x86_64.rs"
+)]
+#[cfg_attr(
+    not(all(target_arch = "x86_64", not(tollgate_loom), not(miri))),
+    path = "no_native.rs"
+)]
+mod native;
+pub(crate) use native::Native;
 
 /// Gives way while another thread finishes a step we are waiting on (a slot reservation).
 #[inline]
