@@ -95,10 +95,10 @@ pub(crate) fn backoff() {
 /// Starts bringing the cache line holding `slot` towards this core, without waiting for it.
 ///
 /// One of the crate's three `unsafe` blocks (the other two are [`Native`]'s instructions). A safe
-/// relaxed load of the slot would also start the
-/// fetch, but a load that misses holds up retirement where a prefetch retires at once: in one
-/// `cargo bench --bench paired` run during development, `check_keys` over a million keys took
-/// 0.45 of governor's time per check with such a load and 0.22 with the prefetch.
+/// relaxed load of the slot would also start the fetch, but a load that misses holds up
+/// retirement where a prefetch retires at once: in one `cargo bench --bench paired` run during
+/// development, `check_keys` over a million keys took 0.45 of governor's time per check with
+/// such a load and 0.22 with the prefetch.
 #[inline]
 pub(crate) fn prefetch(slot: &AtomicU128) {
     #[cfg(all(target_arch = "x86_64", not(tollgate_loom)))]
