@@ -54,11 +54,16 @@ tollgate_head = { path = "../head" }
 governor = $governor
 portable-atomic = $portable_atomic
 
+[lints.rust]
+unexpected_cfgs = { level = "warn", check-cfg = ["cfg(tollgate_loom)"] }
+
 [profile.release]
 debug = true
 TOML
 cp "$root/benches/ab/harness.rs" "$work/harness/src/main.rs"
 cp -r "$root/benches/support" "$work/harness/src/support"
+# support/wide.rs compiles the crate's own slot operations from ../../src/sync (this tree's).
+cp -r "$root/src/sync" "$work/harness/src/sync"
 cp "$root/Cargo.lock" "$work/harness/Cargo.lock"
 cd "$work/harness"
 echo "head: working tree at $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD || echo ' (modified)'); base: $(git -C "$root" rev-parse --short "$base")"

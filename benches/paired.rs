@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
 use support::rounds::{paired, selected, time, time_batches, time_keys, CALLS, ROUNDS};
-use support::wide::Wide;
+use support::wide::{prefetch, Wide};
 use support::{contended, on_threads};
 use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter, TscClock};
 
@@ -250,20 +250,6 @@ impl Replica {
                 .wide
                 .compare_exchange(slot, word, u128::from(tat) << 64 | u128::from(tag))
     }
-}
-
-/// Starts fetching `slot`'s cache line without waiting for it.
-fn prefetch(slot: &AtomicU128) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, in every x86-64 CPU's baseline; a prefetch is a hint that
-    // never faults, and this address is a valid reference anyway.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (slot as *const AtomicU128).cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = slot;
 }
 
 /// Says how many keys of a filled table overflowed (and so are absent), if any did.

@@ -1,84 +1,43 @@
-//! The keyed table's 128-bit instructions for the benches' floors and replica: on x86-64 CPUs with
-//! `cmpxchg16b` and AVX, the same inline `vmovdqa` and `lock cmpxchg16b` that tollgate runs
-//! (`src/sync/x86_64.rs`), so that a floor costs no more than tollgate's own operations would;
-//! portable-atomic's (a call through a function pointer each) elsewhere.
+//! The keyed table's 128-bit slot operations and its prefetch, for the benches' floors and
+//! replica: tollgate's own code (`src/sync/`), compiled into the benches, so that a floor runs
+//! exactly the instructions a check runs (inline `vmovdqa` and `lock cmpxchg16b` on x86-64 CPUs
+//! with `cmpxchg16b` and AVX, portable-atomic's calls elsewhere) and cannot drift from them.
+//! `benches/ab.sh` copies `src/sync/` beside its copy of this module for the same reason.
+
+// The benches use a few of its items; the rest (loom's stand-ins, the backoff) stay unused.
+#[allow(unused_imports)]
+#[path = "../../src/sync/mod.rs"]
+mod sync;
 
 use portable_atomic::AtomicU128;
-use std::sync::atomic::Ordering::Relaxed;
+#[allow(unused_imports)] // paired.rs prefetches; the other benches do not
+pub(crate) use sync::prefetch;
+use sync::{Native, Portable, Wide as _};
 
-/// Which instructions this machine gets, checked once.
+/// Which instructions this machine gets, checked once, as a keyed table does.
 #[derive(Clone, Copy, Debug)]
-pub enum Wide {
-    Native,
-    Portable,
-}
+pub struct Wide(Option<Native>);
 
 impl Wide {
     pub fn detect() -> Wide {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("cmpxchg16b")
-            && std::arch::is_x86_feature_detected!("avx")
-        {
-            return Wide::Native;
-        }
-        Wide::Portable
+        Wide(Native::detect())
     }
 
     #[inline(always)]
     pub fn load(self, slot: &AtomicU128) -> u128 {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Wide::Native => {
-                let (lo, hi): (u64, u64);
-                // SAFETY: as in tollgate's `Native::load`: the CPU has AVX (checked in `detect`),
-                // and the slot is 16-byte aligned and valid for reads.
-                unsafe {
-                    core::arch::asm!(
-                        "vmovdqa {word}, xmmword ptr [{slot}]",
-                        "vmovq {lo}, {word}",
-                        "vpextrq {hi}, {word}, 1",
-                        slot = in(reg) slot.as_ptr(),
-                        word = out(xmm_reg) _,
-                        lo = lateout(reg) lo,
-                        hi = lateout(reg) hi,
-                        options(nostack, preserves_flags, readonly),
-                    );
-                }
-                u128::from(hi) << 64 | u128::from(lo)
-            }
-            _ => slot.load(Relaxed),
+        match self.0 {
+            Some(native) => native.load(slot),
+            None => Portable.load(slot),
         }
     }
 
+    /// Whether the swap happened.
     #[inline(always)]
     pub fn compare_exchange(self, slot: &AtomicU128, current: u128, new: u128) -> bool {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Wide::Native => {
-                let swapped: u8;
-                // SAFETY: as in tollgate's `Native::compare_exchange`: the CPU has `cmpxchg16b`
-                // (checked in `detect`), the slot is 16-byte aligned and valid for writes, RBX is
-                // swapped in and restored, and every operand has a fixed register.
-                unsafe {
-                    core::arch::asm!(
-                        "xchg r8, rbx",
-                        "lock cmpxchg16b xmmword ptr [rdi]",
-                        "sete cl",
-                        "mov rbx, r8",
-                        in("rdi") slot.as_ptr(),
-                        inout("r8") new as u64 => _,
-                        in("rcx") (new >> 64) as u64,
-                        inout("rax") current as u64 => _,
-                        inout("rdx") (current >> 64) as u64 => _,
-                        lateout("cl") swapped,
-                        options(nostack),
-                    );
-                }
-                swapped != 0
-            }
-            _ => slot
-                .compare_exchange(current, new, Relaxed, Relaxed)
-                .is_ok(),
+        match self.0 {
+            Some(native) => native.compare_exchange(slot, current, new),
+            None => Portable.compare_exchange(slot, current, new),
         }
+        .is_ok()
     }
 }
