@@ -33,7 +33,8 @@ macro_rules! limiter {
             .unwrap();
         let limiter = $krate::KeyedRateLimiter::<u64>::gcra(quota, $keys as usize).unwrap();
         for k in 0..$keys {
-            // A full table may overflow on a few keys (under 0.1%); they stay absent in both.
+            // A table filled to capacity may overflow on a few keys (under 0.1%), not the same
+            // ones in both (each seeds its hasher at random): those keys stay absent.
             let _ = limiter.check_key(&k);
         }
         limiter
