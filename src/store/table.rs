@@ -48,14 +48,15 @@
 //! models in `loom-tests/tests/keyed.rs` check this with two racing inserters, a claim of the last
 //! free slot by two keys, and a decision racing the reuse of its own idle slot.
 //!
-//! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag
-//! loaded with it (a cheaper instruction: a scratch replica of the lookup, not kept, ran about a
-//! fifth faster with it). A state-only swap from `old` lands on whatever key holds the slot if its
-//! state happens to equal `old`, so it would be safe only if a slot's state never came back to
-//! an earlier value across owners. Two paths break that: an eviction hands a live slot to a key
-//! whose fresh state can be below the evicted one, and a reservation killed back to empty lets
-//! any key publish any state there, for instance one computed from a clock that is behind (a
-//! `ManualClock` set back, counters skewed between cores). The tag in the compare rules both out.
+//! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
+//! with it (a cheaper instruction: in a scratch replica of the lookup, not kept, a check took
+//! 0.80-0.84 of the time with it; `benches/README.md`). A state-only swap from `old` lands on
+//! whatever key holds the slot if its state happens to equal `old`, so it would be safe only if a
+//! slot's state never came back to an earlier value across owners. Two paths break that: an
+//! eviction hands a live slot to a key whose fresh state can be below the evicted one, and a
+//! reservation killed back to empty lets any key publish any state there, for instance one computed
+//! from a clock that is behind (a `ManualClock` set back, counters skewed between cores). The tag
+//! in the compare rules both out.
 //!
 //! The orderings are argued in [the module docs](super).
 
