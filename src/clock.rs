@@ -134,6 +134,15 @@ impl From<Nanos> for Duration {
 /// ```
 pub trait Clock: Send + Sync {
     /// The current time.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// clock.advance(Duration::from_millis(5));
+    /// assert_eq!(clock.now().as_nanos(), 5_000_000);
+    /// ```
     fn now(&self) -> Nanos;
 }
 

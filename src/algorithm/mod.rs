@@ -83,20 +83,68 @@ pub enum Transition {
 // (`cargo bench --bench paired -- "keyed 100k uniform"`).
 pub trait Algorithm: sealed::Sealed + Send + Sync + core::fmt::Debug {
     /// The largest cost one request can have: the burst (GCRA) or the per-window limit.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, Quota, SlidingWindow};
+    ///
+    /// let gcra = Gcra::from(Quota::per_second(100).unwrap().with_burst(20).unwrap());
+    /// assert_eq!(gcra.capacity(), 20);
+    /// let window = SlidingWindow::new(&Quota::per_minute(600).unwrap()).unwrap();
+    /// assert_eq!(window.capacity(), 600);
+    /// ```
     fn capacity(&self) -> u64;
 
     /// Applies a request of `cost` at `now` to `state`: admitted (and the word to store) or denied
     /// (and how long to wait). A `cost` above [`capacity`](Algorithm::capacity) is denied with a
     /// `retry_after` of [`Nanos::MAX`]; limiters report it as an error before they get here.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, Nanos, Quota, Transition};
+    ///
+    /// // 10 per second, bursts of 2: one request every 100 ms, two at once.
+    /// let gcra = Gcra::from(Quota::per_second(10).unwrap().with_burst(2).unwrap());
+    /// let Transition::Allow { state } = gcra.transition(0, Nanos::ZERO, 2) else { panic!() };
+    /// assert_eq!(
+    ///     gcra.transition(state, Nanos::ZERO, 1),
+    ///     Transition::Deny { retry_after: Nanos::from_nanos(100_000_000) }
+    /// );
+    /// assert_eq!(
+    ///     gcra.transition(state, Nanos::ZERO, 3),
+    ///     Transition::Deny { retry_after: Nanos::MAX }
+    /// );
+    /// ```
     fn transition(&self, state: u64, now: Nanos, cost: u64) -> Transition;
 
     /// The same decision as [`transition`](Algorithm::transition) with everything a caller may
     /// report (remaining, retry after, reset after), and the word to store (`state` itself when
     /// nothing changes).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, Gcra, Nanos, Quota};
+    ///
+    /// let gcra = Gcra::from(Quota::per_second(10).unwrap());
+    /// let (decision, state) = gcra.decide(0, Nanos::ZERO, 3);
+    /// assert!(decision.is_allowed());
+    /// assert_eq!(decision.remaining(), 7);
+    /// assert_eq!(decision.reset_after(), Duration::from_millis(300));
+    /// // A peek (cost 0) decides without changing the word.
+    /// assert_eq!(gcra.decide(state, Nanos::ZERO, 0).1, state);
+    /// ```
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64);
 
     /// Whether `state` is equivalent to the fresh state at `now` (and at any later time): every
     /// decision from now on would be the same as for a fresh state. Idle slots can be reused.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, Nanos, Quota, Transition};
+    ///
+    /// let gcra = Gcra::from(Quota::per_second(10).unwrap());
+    /// let Transition::Allow { state } = gcra.transition(0, Nanos::ZERO, 1) else { panic!() };
+    /// // The request's 100 ms have not passed: the key is not back to fresh.
+    /// assert!(!gcra.is_idle(state, Nanos::from_nanos(99_999_999)));
+    /// assert!(gcra.is_idle(state, Nanos::from_nanos(100_000_000)));
+    /// ```
     fn is_idle(&self, state: u64, now: Nanos) -> bool;
 }
 

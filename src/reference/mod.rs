@@ -59,6 +59,18 @@ pub struct Verdict {
 /// ```
 pub trait Model {
     /// Decides a request of `cost` at `now`, recording it if admitted.
+    ///
+    /// ```
+    /// use tollgate::reference::{Model, TokenBucket, Verdict};
+    /// use tollgate::{Nanos, Quota};
+    ///
+    /// let mut bucket = TokenBucket::new(&Quota::per_second(2).unwrap());
+    /// assert_eq!(bucket.decide(Nanos::ZERO, 2), Verdict { allowed: true, remaining: 0 });
+    /// assert_eq!(bucket.decide(Nanos::ZERO, 1), Verdict { allowed: false, remaining: 0 });
+    /// // Half a second refills one token.
+    /// let half = Nanos::from_nanos(500_000_000);
+    /// assert_eq!(bucket.decide(half, 1), Verdict { allowed: true, remaining: 0 });
+    /// ```
     fn decide(&mut self, now: Nanos, cost: u64) -> Verdict;
 }
 
