@@ -4,7 +4,8 @@
 //! with `cmpxchg16b` and AVX, portable-atomic's calls elsewhere) and cannot drift from them.
 //! `benches/ab.sh` copies `src/sync/` beside its copy of this module for the same reason.
 
-// The benches use a few of its items; the rest (loom's stand-ins, the backoff) stay unused.
+// The benches use a few of its items. Its re-exports for the direct limiter (`fence`, `AtomicU64`)
+// and its unit tests' imports go unused here; its unused functions are `support`'s dead code.
 #[allow(unused_imports)]
 #[path = "../../src/sync/mod.rs"]
 mod sync;

@@ -52,11 +52,12 @@
 //! with it (a cheaper instruction: in a scratch replica of the lookup, not kept, a check took
 //! 0.80-0.84 of the time with it; `benches/README.md`). A state-only swap from `old` lands on
 //! whatever key holds the slot if its state happens to equal `old`, so it would be safe only if a
-//! slot's state never came back to an earlier value across owners. Two paths break that: an
-//! eviction hands a live slot to a key whose fresh state can be below the evicted one, and a
-//! reservation killed back to empty lets any key publish any state there, for instance one computed
-//! from a clock that is behind (a `ManualClock` set back, counters skewed between cores). The tag
-//! in the compare rules both out.
+//! slot's state never came back to an earlier value across owners. Two things break that. An
+//! eviction hands a live slot, whose state can be ahead of the clock, to a key whose fresh state
+//! is below it. And any change of owner (an idle slot reused, or a slot emptied by a killed
+//! reservation and claimed again) under a clock that is behind (a `ManualClock` set back, counters
+//! skewed between cores) gives the new key states below the old one's. Either way the new key's
+//! state can climb back to exactly `old`. The tag in the compare rules both out.
 //!
 //! The orderings are argued in [the module docs](super).
 
