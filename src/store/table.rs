@@ -59,6 +59,19 @@
 //! skewed between cores) gives the new key states below the old one's. Either way the new key's
 //! state can climb back to exactly `old`. The tag in the compare rules both out.
 //!
+//! Nor can the state be made to climb for good across owners without giving something up. A key's
+//! own writes already climb: a GCRA time only moves up, and a window counter's index sits above its
+//! counts, with a clock that is behind read at the stored window. So only a change of owner goes
+//! down. A claim could mark its reservation by raising the slot's idle state instead of resetting
+//! it: the claimer's clock has passed an idle state (a GCRA time at or before it, a window whose
+//! counts have all expired), so the new key's fresh first decision lands above it. An eviction
+//! cannot: the evicted state is ahead of the clock, and the newcomer would have to start with the
+//! evicted key's consumption. The 64-bit swap would also act on half of a word that 128-bit
+//! instructions load and swap. Rust's memory model leaves such mixed-size accesses undefined, loom
+//! cannot model them, and Intel's manual asks for identical addresses and operand lengths in locked
+//! accesses. Two separate 64-bit words avoid the mixed sizes, but then a claim has to write two
+//! words, and its reservation becomes a lock that other threads must be able to steal.
+//!
 //! The orderings are argued in [the module docs](super).
 
 use core::fmt;
