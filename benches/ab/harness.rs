@@ -3,9 +3,11 @@
 //! governor's beside them for scale. A change is then measured without the drift between runs
 //! of a shared machine, which moves single-run ratios against governor by tens of percent.
 //!
-//! Rows: `check_key`, `check_keys` (batches of 64) and `decide_key` over 1k, 100k and 1M uniform
-//! keys, each limiter holding every key. A filter argument selects rows by name, as in
-//! `paired.rs`.
+//! Rows, over 1k, 100k and 1M keys, each limiter holding every key: `check_key`, `check_keys`
+//! (batches of 64) and `decide_key` over uniform keys; then the batches' other shapes, for a change
+//! to the pipeline: `check_keys` in batches of 1 and of 4 (its fixed cost per call), `decide_keys`
+//! (batches of 64) and `check_keys` over Zipf(1.0) keys (batches of 64, hot keys in cache). A
+//! filter argument selects rows by name, as in `paired.rs`.
 
 mod support;
 
@@ -13,16 +15,31 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 
 use support::rounds::{paired, selected, time_batches, time_keys, CALLS, ROUNDS};
-use support::uniform;
+use support::{uniform, zipf};
 
 /// The rows of each table size, after its label.
-const ROWS: [&str; 5] = [
+const ROWS: [&str; 9] = [
     "check_key: head / base",
     "check_keys: head / base",
     "decide_key: head / base",
     "check_key: head / governor",
     "check_key: base / governor",
+    "check_keys (batches of 1): head / base",
+    "check_keys (batches of 4): head / base",
+    "decide_keys: head / base",
+    "check_keys Zipf(1.0): head / base",
 ];
+
+/// Times `check_keys` of one version in batches of `batch`.
+macro_rules! batches {
+    ($limiter:expr, $seq:expr, $at:expr, $batch:expr) => {
+        time_batches($seq, $at, $batch, |keys| {
+            $limiter.check_keys(keys).for_each(|d| {
+                black_box(d.is_ok());
+            })
+        })
+    };
+}
 
 /// Both versions hold the same quota, generous enough that every check is admitted.
 macro_rules! limiter {
@@ -65,20 +82,8 @@ fn main() {
         );
         paired(
             &format!("{label} {}", ROWS[1]),
-            || {
-                time_batches(&seq, &mut a, 64, |keys| {
-                    head.check_keys(keys).for_each(|d| {
-                        black_box(d.is_ok());
-                    })
-                })
-            },
-            || {
-                time_batches(&seq, &mut b, 64, |keys| {
-                    base.check_keys(keys).for_each(|d| {
-                        black_box(d.is_ok());
-                    })
-                })
-            },
+            || batches!(head, &seq, &mut a, 64),
+            || batches!(base, &seq, &mut b, 64),
         );
         paired(
             &format!("{label} {}", ROWS[2]),
@@ -103,5 +108,37 @@ fn main() {
             || time_keys(&seq, &mut a, |k| base.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
+        for (row, batch) in [(5, 1), (6, 4)] {
+            paired(
+                &format!("{label} {}", ROWS[row]),
+                || batches!(head, &seq, &mut a, batch),
+                || batches!(base, &seq, &mut b, batch),
+            );
+        }
+        paired(
+            &format!("{label} {}", ROWS[7]),
+            || {
+                time_batches(&seq, &mut a, 64, |keys| {
+                    head.decide_keys(keys.iter().map(|k| (k, 1))).for_each(|d| {
+                        black_box(d.is_ok_and(|d| d.is_allowed()));
+                    })
+                })
+            },
+            || {
+                time_batches(&seq, &mut b, 64, |keys| {
+                    base.decide_keys(keys.iter().map(|k| (k, 1))).for_each(|d| {
+                        black_box(d.is_ok_and(|d| d.is_allowed()));
+                    })
+                })
+            },
+        );
+        if selected(&format!("{label} {}", ROWS[8])) {
+            let seq = zipf(keys, 1 << 22, 7);
+            paired(
+                &format!("{label} {}", ROWS[8]),
+                || batches!(head, &seq, &mut a, 64),
+                || batches!(base, &seq, &mut b, 64),
+            );
+        }
     }
 }
