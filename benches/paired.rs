@@ -363,7 +363,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
         );
         // What a small batch costs against the same keys checked one by one: a call's fixed
-        // cost (its buffers, a clock reading per chunk) against the overlap it buys.
+        // cost (its buffers, a clock reading) against the overlap it buys.
         for batch in [1, 4] {
             paired(
                 &format!("keyed {label}: check_keys (batches of {batch}) / check_key"),

@@ -584,6 +584,45 @@ fn batches_decide_as_single_calls_in_turn() {
     }
 }
 
+/// A clock one second later at every reading, which counts its readings.
+struct Ticking(std::sync::atomic::AtomicU64);
+
+impl Clock for Ticking {
+    fn now(&self) -> Nanos {
+        let reading = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Nanos::from_nanos(reading * 1_000_000_000)
+    }
+}
+
+/// A batch reads the clock once per 16 decisions, when the first of them is asked for: a key
+/// asked twice among the same 16 is decided at one time, a key asked on both sides of a boundary
+/// at two readings one second apart. The quota admits one request per second.
+#[test]
+fn a_batch_reads_the_clock_once_per_16_decisions() {
+    let clock = Ticking(0.into());
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+        .capacity(1_000)
+        .clock(&clock)
+        .build::<u64>()
+        .unwrap();
+    // Positions 0-15 share the first reading, 16-31 the second, 32-39 the third.
+    let mut keys: Vec<u64> = (1_000..1_040).collect();
+    (keys[0], keys[15]) = (1, 1); // one reading: the second is denied
+    (keys[16], keys[30]) = (2, 2); // one reading: the second is denied
+    (keys[31], keys[32]) = (3, 3); // two readings, a second apart: both admitted
+    let admitted: Vec<bool> = limiter.check_keys(&keys).map(|d| d.is_ok()).collect();
+    let denied: Vec<usize> = (0..40).filter(|&i| !admitted[i]).collect();
+    assert_eq!(denied, [15, 30]);
+    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 3);
+    // Dropped after one decision, a batch has read the clock once; `decide_keys` reads alike.
+    let mut decisions = limiter.check_keys(&keys);
+    assert!(decisions.next().is_some());
+    drop(decisions);
+    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 4);
+    assert_eq!(limiter.decide_keys(keys.iter().map(|k| (k, 0))).count(), 40);
+    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 7);
+}
+
 /// A batch decides a request only when its decision is asked for: dropped half way, it has
 /// checked the keys it yielded and no others, though it had read and hashed them.
 #[test]

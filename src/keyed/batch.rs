@@ -20,21 +20,22 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// drained at once), over a table larger than the CPU caches.
     ///
     /// The iterator yields, key by key, the decision [`check_key`](Self::check_key) would give.
-    /// It works in chunks of up to 16 keys: a chunk's keys are hashed and their table lines
-    /// requested together, and the chunk is decided in order at one clock reading while the next
-    /// chunk's lines are on their way, so cache misses overlap instead of following one another.
-    /// A key repeated within a chunk is decided twice, the second time on the state the first
-    /// decision left, exactly as with two calls. A key is checked only when its decision is
-    /// asked for (an iterator dropped half way has checked only the keys it yielded), at the
-    /// clock reading its chunk took when the chunk's first decision was asked for; the keys
-    /// themselves are read (and hashed) up to two chunks, 32 keys, ahead of the decisions
-    /// yielded. The decisions end at the first `None` of `keys`, which is not asked again.
+    /// It works in chunks of up to 8 keys: a chunk's keys are hashed and their table lines
+    /// requested together, and the chunk is decided in order while the next chunk's lines are on
+    /// their way, so cache misses overlap instead of following one another. Two chunks in a row,
+    /// 16 decisions, share one clock reading. A key repeated in a batch is decided twice, the
+    /// second time on the state the first decision left, exactly as with two calls. A key is
+    /// checked only when its decision is asked for (an iterator dropped half way has checked only
+    /// the keys it yielded), at the clock reading taken when the first decision of its pair of
+    /// chunks was asked for; the keys themselves are read (and hashed) up to two chunks, 16 keys,
+    /// ahead of the decisions yielded. The decisions end at the first `None` of `keys`, which is
+    /// not asked again.
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a
     /// fraction of one per key (measured: over a million keys, 0.09 to 0.19 of governor's time
     /// per check across runs on a 2-core AMD VM, 0.15 on a 2-core Intel VM, 0.20 on a 16-core
     /// Intel machine whose L3 held the table; the crate README gives the figures and the
-    /// command). A call has a fixed cost (its buffers, a clock reading per chunk): over 100k
+    /// command). A call has a fixed cost (its buffers, a clock reading): over 100k
     /// keys, a batch of one key costs 1.2 to 1.7 `check_key`s, and a batch of four 0.64 to 0.87
     /// of `check_key` per key (`cargo bench --bench paired -- "keyed 100k uniform"`; the upper
     /// ends since `check_key` runs the table's instructions inline).
@@ -96,14 +97,23 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     }
 }
 
-/// How many keys a batch hashes, prefetches and decides together: with the next chunk read ahead,
-/// enough to cover a memory latency with a chunk's decisions, few enough that two chunks' probes
-/// stay in L1. In development runs, 8 and 32 did no better.
-const BATCH: usize = 16;
+/// How many keys a batch hashes and prefetches together, a chunk ahead of the ones it decides:
+/// enough that a chunk's decisions cover most of a memory latency, few enough that a chunk's line
+/// requests (four per key) do not queue behind one another. Against chunks of 16 on the 2-core
+/// AMD VM (`benches/ab.sh`, batches of 64, time per key): over a million keys, chunks of 8 took
+/// 0.69-0.84 of the time, of 12 0.89-0.92 and of 4 0.75-0.76; over 1k and 100k keys, 8 and 12
+/// were within 5% and 4 up to 10% slower. The first measurements, of an early table, had found
+/// 16 best.
+const CHUNK: usize = 8;
+
+/// Chunks decided in a row at one clock reading: 16 decisions share one, as when a chunk was 16
+/// keys. A reading for every chunk of 8 made batches over 1k keys, where the clock read is much of
+/// a check, 3-4% slower.
+const CHUNKS_PER_READING: u32 = 2;
 
 /// What both batch iterators are: requests read and hashed a chunk ahead of the decisions, their
-/// cache lines requested, and each chunk decided at one clock reading. `E` is what a request
-/// carries besides its key (nothing for `check_keys`, the cost for `decide_keys`).
+/// cache lines requested, and each pair of chunks decided at one clock reading. `E` is what a
+/// request carries besides its key (nothing for `check_keys`, the cost for `decide_keys`).
 ///
 /// A request is decided when its decision is asked for, not before: there is no buffer of
 /// decisions to fill, copy and drop, and a batch abandoned half way has decided only what it
@@ -115,16 +125,18 @@ struct Pipeline<'a, K: ?Sized, A, C, S, I, E> {
     /// (`probes[current]`, of which `next..len` are still to be decided), and the next one
     /// (`probes[current ^ 1]`, the first `ahead_len`), whose cache lines are on their way while
     /// the current chunk is decided.
-    probes: [[(Probe, E); BATCH]; 2],
+    probes: [[(Probe, E); CHUNK]; 2],
     current: usize,
     next: usize,
     len: usize,
     ahead_len: usize,
-    /// The current chunk's clock reading.
+    /// The clock reading of the current pair of chunks.
     now: Nanos,
     /// Whether `requests` has ended: it is not asked again, so the decisions end at its first
     /// `None` even if it would go on after it.
     exhausted: bool,
+    /// Chunks started: every `CHUNKS_PER_READING`-th, from the first, reads the clock.
+    chunks: u32,
 }
 
 impl<'a, K, A, C, S, I, E> Pipeline<'a, K, A, C, S, I, E>
@@ -140,13 +152,14 @@ where
         Pipeline {
             limiter,
             requests,
-            probes: [[(Probe::default(), E::default()); BATCH]; 2],
+            probes: [[(Probe::default(), E::default()); CHUNK]; 2],
             current: 1,
             next: 0,
             len: 0,
             ahead_len: 0,
             now: Nanos::ZERO,
             exhausted: false,
+            chunks: 0,
         }
     }
 
@@ -162,12 +175,12 @@ where
         let probes = &mut self.probes[self.current ^ 1];
         let mut len = 0;
         if !self.exhausted {
-            for request in self.requests.by_ref().take(BATCH) {
+            for request in self.requests.by_ref().take(CHUNK) {
                 let (key, extra) = split(request);
                 probes[len] = (limiter.probe(key), extra);
                 len += 1;
             }
-            self.exhausted = len < BATCH;
+            self.exhausted = len < CHUNK;
         }
         self.ahead_len = len;
     }
@@ -198,8 +211,12 @@ where
             }
             (self.current, self.next, self.len) = (self.current ^ 1, 0, self.ahead_len);
             self.read_ahead(split);
-            // One clock reading for the whole chunk, taken after its lines were requested.
-            self.now = self.limiter.clock.now();
+            // One clock reading for a pair of chunks, taken after the first one's lines, and the
+            // second one's, were requested.
+            if self.chunks % CHUNKS_PER_READING == 0 {
+                self.now = self.limiter.clock.now();
+            }
+            self.chunks = self.chunks.wrapping_add(1);
         }
         let (probe, extra) = &self.probes[self.current][self.next];
         self.next += 1;
