@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Barrier;
 use std::time::Duration;
 
@@ -585,11 +586,17 @@ fn batches_decide_as_single_calls_in_turn() {
 }
 
 /// A clock one second later at every reading, which counts its readings.
-struct Ticking(std::sync::atomic::AtomicU64);
+struct Ticking(AtomicU64);
+
+impl Ticking {
+    fn readings(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
 
 impl Clock for Ticking {
     fn now(&self) -> Nanos {
-        let reading = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let reading = self.0.fetch_add(1, Relaxed) + 1;
         Nanos::from_nanos(reading * 1_000_000_000)
     }
 }
@@ -613,14 +620,14 @@ fn a_batch_reads_the_clock_once_per_16_decisions() {
     let admitted: Vec<bool> = limiter.check_keys(&keys).map(|d| d.is_ok()).collect();
     let denied: Vec<usize> = (0..40).filter(|&i| !admitted[i]).collect();
     assert_eq!(denied, [15, 30]);
-    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(clock.readings(), 3);
     // Dropped after one decision, a batch has read the clock once; `decide_keys` reads alike.
     let mut decisions = limiter.check_keys(&keys);
     assert!(decisions.next().is_some());
     drop(decisions);
-    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 4);
+    assert_eq!(clock.readings(), 4);
     assert_eq!(limiter.decide_keys(keys.iter().map(|k| (k, 0))).count(), 40);
-    assert_eq!(clock.0.load(std::sync::atomic::Ordering::Relaxed), 7);
+    assert_eq!(clock.readings(), 7);
 }
 
 /// A batch decides a request only when its decision is asked for: dropped half way, it has
