@@ -41,6 +41,19 @@ macro_rules! batches {
     };
 }
 
+/// Times `decide_keys` (cost 1 each) of one version in batches of `batch`.
+macro_rules! decide_batches {
+    ($limiter:expr, $seq:expr, $at:expr, $batch:expr) => {
+        time_batches($seq, $at, $batch, |keys| {
+            $limiter
+                .decide_keys(keys.iter().map(|k| (k, 1)))
+                .for_each(|d| {
+                    black_box(d.is_ok_and(|d| d.is_allowed()));
+                })
+        })
+    };
+}
+
 /// Both versions hold the same quota, generous enough that every check is admitted.
 macro_rules! limiter {
     ($krate:ident, $keys:expr) => {{
@@ -117,20 +130,8 @@ fn main() {
         }
         paired(
             &format!("{label} {}", ROWS[7]),
-            || {
-                time_batches(&seq, &mut a, 64, |keys| {
-                    head.decide_keys(keys.iter().map(|k| (k, 1))).for_each(|d| {
-                        black_box(d.is_ok_and(|d| d.is_allowed()));
-                    })
-                })
-            },
-            || {
-                time_batches(&seq, &mut b, 64, |keys| {
-                    base.decide_keys(keys.iter().map(|k| (k, 1))).for_each(|d| {
-                        black_box(d.is_ok_and(|d| d.is_allowed()));
-                    })
-                })
-            },
+            || decide_batches!(head, &seq, &mut a, 64),
+            || decide_batches!(base, &seq, &mut b, 64),
         );
         if selected(&format!("{label} {}", ROWS[8])) {
             let seq = zipf(keys, 1 << 22, 7);
