@@ -5,7 +5,7 @@
 //!
 //! Rows, over 1k, 100k and 1M keys, each limiter holding every key: `check_key`, `check_keys`
 //! (batches of 64) and `decide_key` over uniform keys; then the batches' other shapes, for a change
-//! to the pipeline: `check_keys` in batches of 1 and of 4 (its fixed cost per call), `decide_keys`
+//! to the pipeline: `check_keys` in batches of 1 to 4 (its fixed cost per call), `decide_keys`
 //! (batches of 64) and `check_keys` over Zipf(1.0) keys (batches of 64, hot keys in cache). A
 //! filter argument selects rows by name, as in `paired.rs`.
 
@@ -18,13 +18,15 @@ use support::rounds::{paired, selected, time_batches, time_keys, CALLS, ROUNDS};
 use support::{uniform, zipf};
 
 /// The rows of each table size, after its label.
-const ROWS: [&str; 9] = [
+const ROWS: [&str; 11] = [
     "check_key: head / base",
     "check_keys: head / base",
     "decide_key: head / base",
     "check_key: head / governor",
     "check_key: base / governor",
     "check_keys (batches of 1): head / base",
+    "check_keys (batches of 2): head / base",
+    "check_keys (batches of 3): head / base",
     "check_keys (batches of 4): head / base",
     "decide_keys: head / base",
     "check_keys Zipf(1.0): head / base",
@@ -121,7 +123,7 @@ fn main() {
             || time_keys(&seq, &mut a, |k| base.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
         );
-        for (row, batch) in [(5, 1), (6, 4)] {
+        for (row, batch) in [(5, 1), (6, 2), (7, 3), (8, 4)] {
             paired(
                 &format!("{label} {}", ROWS[row]),
                 || batches!(head, &seq, &mut a, batch),
@@ -129,14 +131,14 @@ fn main() {
             );
         }
         paired(
-            &format!("{label} {}", ROWS[7]),
+            &format!("{label} {}", ROWS[9]),
             || decide_batches!(head, &seq, &mut a, 64),
             || decide_batches!(base, &seq, &mut b, 64),
         );
-        if selected(&format!("{label} {}", ROWS[8])) {
+        if selected(&format!("{label} {}", ROWS[10])) {
             let seq = zipf(keys, 1 << 22, 7);
             paired(
-                &format!("{label} {}", ROWS[8]),
+                &format!("{label} {}", ROWS[10]),
                 || batches!(head, &seq, &mut a, 64),
                 || batches!(base, &seq, &mut b, 64),
             );
