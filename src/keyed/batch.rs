@@ -69,7 +69,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// The iterator yields, request by request, what [`decide_key`](Self::decide_key) would give:
     /// a cost above the capacity is an [`InsufficientCapacity`] error and leaves the key alone; a
     /// cost of 0 is a peek, which never inserts the key. Chunks, read-ahead and the clock reading
-    /// per chunk are those of `check_keys`.
+    /// per 16 decisions are those of `check_keys`.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
