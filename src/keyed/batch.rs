@@ -36,7 +36,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// per check across runs on a 2-core AMD VM, 0.15 on a 2-core Intel VM, 0.20 on a 16-core
     /// Intel machine whose L3 held the table; the crate README gives the figures and the
     /// command). A call has a fixed cost (its buffers, a clock reading): over 100k keys, a batch
-    /// of one key costs 1.2 to 1.7 `check_key`s, and a batch of four 0.64 to 0.87 of `check_key`
+    /// of one key costs 1.2 to 1.8 `check_key`s, and a batch of four 0.64 to 0.90 of `check_key`
     /// per key (`cargo bench --bench paired -- "keyed 100k uniform"`; the upper ends since
     /// `check_key` runs the table's instructions inline).
     ///
