@@ -1,9 +1,10 @@
 //! Loom models of the keyed slot table, through the public API: a one-group table (two slots
 //! under loom), an identity hasher that puts every key in it, and a `ManualClock`.
 //!
-//! The three races of the slot protocol:
+//! The races of the slot protocol:
 //! - two new keys claiming the one empty slot;
 //! - a decision for key X racing the reuse of X's idle slot by key Y;
+//! - a decision for key X racing the eviction of X's live slot by key Y;
 //! - two threads inserting the same new key;
 //! - two threads inserting the same new key into *different* slots, because they read the clock
 //!   on either side of a tick (the race the fence after a reservation exists for).
@@ -48,13 +49,14 @@ impl BuildHasher for Identity {
 
 type Limiter = KeyedRateLimiter<u64, Gcra, ManualClock, Identity>;
 
-/// A table of `capacity` keys for `quota`: capacity 1 is one group of two slots, capacity 2 two
-/// groups of two (every key with a hash below 2^31 probes group 0, then group 1).
-fn sized(quota: Quota, capacity: usize) -> Arc<Limiter> {
+/// A table of `capacity` keys for `quota` under `overflow`: capacity 1 is one group of two
+/// slots, capacity 2 two groups of two (every key with a hash below 2^31 probes group 0, then
+/// group 1).
+fn sized(quota: Quota, capacity: usize, overflow: Overflow) -> Arc<Limiter> {
     let limiter = KeyedRateLimiter::builder(Gcra::from(quota))
         .capacity(capacity)
         .threads(1)
-        .overflow(Overflow::Deny)
+        .overflow(overflow)
         .clock(ManualClock::new())
         .hasher(Identity)
         .build::<u64>()
@@ -62,11 +64,16 @@ fn sized(quota: Quota, capacity: usize) -> Arc<Limiter> {
     Arc::new(limiter)
 }
 
-/// A one-group table (capacity 1: two slots) for `quota`.
-fn table(quota: Quota) -> Arc<Limiter> {
-    let limiter = sized(quota, 1);
+/// A one-group table (capacity 1: two slots) for `quota` under `overflow`.
+fn table_with(quota: Quota, overflow: Overflow) -> Arc<Limiter> {
+    let limiter = sized(quota, 1, overflow);
     assert_eq!(limiter.stats().slots, 2, "one group of two slots");
     limiter
+}
+
+/// A one-group table for `quota` that denies new keys when it is full.
+fn table(quota: Quota) -> Arc<Limiter> {
+    table_with(quota, Overflow::Deny)
 }
 
 fn spawn_check(limiter: &Arc<Limiter>, key: u64) -> thread::JoinHandle<bool> {
@@ -126,6 +133,52 @@ fn decision_races_the_reuse_of_its_idle_slot() {
 }
 
 #[test]
+fn decision_races_the_eviction_of_its_slot() {
+    loom::model(|| {
+        // Two per hour, under eviction: a key with a request left is evictable, one with none
+        // (being limited) is not, and nothing goes idle while the model runs.
+        let limiter = table_with(Quota::per_hour(2).unwrap(), Overflow::EvictLeastConstrained);
+        const X: u64 = A;
+        const Y: u64 = B;
+        limiter.check_key_n(&C, 2).unwrap();
+        limiter.check_key(&X).unwrap();
+        // The table is full: C is being limited, X has one request left.
+        let (x, y) = (spawn_check(&limiter, X), spawn_check(&limiter, Y));
+        let (x, y) = (x.join().unwrap(), y.join().unwrap());
+        let stats = limiter.stats();
+        let remaining = |key| limiter.peek_key(&key).remaining();
+        assert_eq!(
+            remaining(C),
+            0,
+            "C untouched: never evicted, never decided on"
+        );
+        assert_eq!(stats.occupied, 2);
+        match (x, y) {
+            // X decided first, on its own slot: now it is being limited too, and Y finds
+            // nothing to evict.
+            (true, false) => {
+                assert_eq!((remaining(X), remaining(Y)), (0, 2));
+                assert_eq!((stats.evictions, stats.overflows), (0, 1));
+            }
+            // Y evicted X first (X's pending decision failed on the tag, not landing on Y's
+            // state); X, forgotten, came back as a new key and evicted Y in turn: each holds
+            // one request, and the last one evicted is fresh again.
+            (true, true) => {
+                assert_eq!((remaining(X), remaining(Y)), (1, 2));
+                assert_eq!((stats.evictions, stats.overflows), (2, 0));
+            }
+            // Y evicted X, and X came back while Y's slot was still reserved: a slot being
+            // claimed is never evicted, so X found no room.
+            (false, true) => {
+                assert_eq!((remaining(X), remaining(Y)), (2, 1));
+                assert_eq!((stats.evictions, stats.overflows), (1, 1));
+            }
+            (false, false) => panic!("both denied: one of them had room"),
+        }
+    });
+}
+
+#[test]
 fn two_threads_insert_the_same_new_key() {
     loom::model(|| {
         // Burst 2: both requests fit, and both must be counted in one state.
@@ -151,7 +204,7 @@ fn two_threads_insert_the_same_new_key() {
 fn inserts_of_one_key_into_different_slots() {
     loom::model(|| {
         // Two groups of two slots. C sits in group 0 and is live until 1 s.
-        let limiter = sized(Quota::per_second(1).unwrap(), 2);
+        let limiter = sized(Quota::per_second(1).unwrap(), 2, Overflow::Deny);
         assert_eq!(limiter.stats().slots, 4, "two groups of two slots");
         limiter.check_key(&C).unwrap();
         // The clock ticks to 1 s while two threads insert key A. A thread that reads 0 s sees

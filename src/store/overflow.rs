@@ -30,7 +30,9 @@ pub enum Overflow {
     /// Evict the least-constrained entry of the key's groups: among the keys that still have
     /// capacity (none that is being limited right now), the one closest to its reset. The evicted
     /// key starts fresh if it returns, so it may get back the part of its quota it had used.
-    /// If every entry is being limited, deny.
+    /// If every entry is being limited, deny. A slot that another new key is claiming at that
+    /// moment is not evicted either (its key has no state yet to judge): with every other entry
+    /// limited, the request is denied as if that one were too.
     EvictLeastConstrained,
 }
 

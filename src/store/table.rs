@@ -46,7 +46,8 @@
 //! applies the rules above: the lower reservation wins, and the only way a second live slot could
 //! appear is by a publisher that saw no conflict, which the fence argument excludes. The loom
 //! models in `loom-tests/tests/keyed.rs` check this with two racing inserters, a claim of the last
-//! free slot by two keys, and a decision racing the reuse of its own idle slot.
+//! free slot by two keys, and a decision racing the reuse of its own idle slot or the eviction of
+//! its live one.
 //!
 //! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
 //! with it (a cheaper instruction: in a scratch replica of the lookup, not kept, a check took
