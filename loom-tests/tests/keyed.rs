@@ -11,6 +11,16 @@
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
+//!
+//! Each protocol step these models stand for was broken on purpose in `src/store/table.rs` and
+//! the models run again (2026-11-23): each break made a model fail. A decision retrying on a
+//! word of another tag (the eviction and the reuse models); no fence between a reservation and
+//! its scan, a key live elsewhere not stopping an insert, a killed reservation counted as
+//! published, or a failed reservation not released (the different-slots model); an entry that
+//! is being limited evicted (the eviction model). Two breaks changed nothing observable, as
+//! expected: the higher reservation winning instead of the lower (any fixed order works), and a
+//! decision on its own key's reservation (GCRA reads the reserved word as a schedule far ahead
+//! and denies, as a key that gives up waiting for its reservation does).
 #![cfg(tollgate_loom)]
 
 use std::hash::{BuildHasher, Hasher};
