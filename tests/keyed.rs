@@ -126,6 +126,23 @@ proptest! {
     }
 }
 
+/// A GCRA table of 64 keys' capacity (96 slots: 12 groups) under `overflow`, for the replays of
+/// many keys below.
+fn small_table(
+    quota: Quota,
+    overflow: Overflow,
+    clock: &ManualClock,
+    seed: u64,
+) -> KeyedRateLimiter<u16, Gcra, &ManualClock, ahash::RandomState> {
+    KeyedRateLimiter::builder(Gcra::from(quota))
+        .capacity(64)
+        .overflow(overflow)
+        .clock(clock)
+        .hasher(seeded(seed))
+        .build::<u16>()
+        .unwrap()
+}
+
 /// Replays `ops` (key, clock step in ms, cost) with time moving forwards only, through a table of
 /// 64 keys' capacity for up to 600 distinct keys (groups fill, idle slots get reused, overflows
 /// are allowed unrecorded), checking every recorded decision against a reference model per key.
@@ -133,13 +150,7 @@ proptest! {
 fn monotone_replay(seed: u64, ops: &[(u16, u16, u64)]) -> Result<u64, TestCaseError> {
     let quota = Quota::per_second(2).unwrap();
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
-        .capacity(64)
-        .overflow(Overflow::Allow)
-        .clock(&clock)
-        .hasher(seeded(seed))
-        .build::<u16>()
-        .unwrap();
+    let keyed = small_table(quota, Overflow::Allow, &clock, seed);
     let mut models: HashMap<u16, VirtualScheduling> = HashMap::new();
     let mut overflows = 0u64;
     for &(key, step_ms, cost) in ops {
@@ -195,13 +206,7 @@ fn eviction_replay(seed: u64, ops: &[(u16, u16, u64)]) -> Result<KeyedStats, Tes
     // Bursts of 2, one request back every second: keys are often limited, often not.
     let quota = Quota::per_second(1).unwrap().with_burst(2).unwrap();
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
-        .capacity(64)
-        .overflow(Overflow::EvictLeastConstrained)
-        .clock(&clock)
-        .hasher(seeded(seed))
-        .build::<u16>()
-        .unwrap();
+    let keyed = small_table(quota, Overflow::EvictLeastConstrained, &clock, seed);
     let fresh = || RateLimiter::with_clock(Gcra::from(quota), &clock);
     let mut held: HashMap<u16, RateLimiter<Gcra, &ManualClock>> = HashMap::new();
     for (i, &(key, step_ms, cost)) in ops.iter().enumerate() {
