@@ -183,6 +183,10 @@ fn monotone_replay_reuses_slots() {
         .map(|i| (((i * 7919) % 600) as u16, (i % 40) as u16, 1 + i % 3))
         .collect();
     let reuses = monotone_replay(9, &ops).unwrap();
+    // A floor, not an exact count: which keys share a group follows ahash's output, which ahash
+    // does not keep stable across versions or CPU features (its AES path, under
+    // `-C target-cpu=native`, hashes differently). The exact checks are the replay's, one per
+    // request; this one only shows that the sequence reaches the path they are meant to cover.
     assert!(reuses > 1_000, "{reuses} reuses");
 }
 
@@ -265,7 +269,8 @@ fn eviction_replay_evicts() {
         .collect();
     let stats = eviction_replay(5, &ops).unwrap();
     // Each way of making room, many times (804 reuses, 1 555 evictions and 1 598 overflows when
-    // this was written).
+    // this was written, with ahash's portable path; 816, 1 554 and 1 599 with its AES path):
+    // floors, for the reason given in `monotone_replay_reuses_slots`.
     assert!(
         stats.reuses > 500 && stats.evictions > 500 && stats.overflows > 500,
         "{stats:?}"
