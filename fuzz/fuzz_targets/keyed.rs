@@ -1,13 +1,17 @@
-//! Differential fuzzing of the keyed stores against one reference per key.
+//! Differential fuzzing of the keyed stores against one reference per key, for each packed
+//! algorithm (GCRA, the sliding-window counter, the fixed window), chosen by the input.
 //!
-//! Three regimes, chosen by the input:
+//! Three regimes, also chosen by the input:
 //! - **few keys, any clock**: at most 8 distinct keys (a probe group holds 8, so no key ever
 //!   needs another's slot), time steps forwards and backwards. Every decision of the keyed
 //!   limiter must equal, field for field, that of a direct limiter per key; the keyed sliding log
 //!   must equal a reference log per key.
-//! - **many keys, a tiny table, time that only moves forwards**: slots are reused and keys
-//!   overflow (policy `Allow`). Every recorded decision must equal the reference model's for its
-//!   key; an overflowed request is admitted unrecorded and must not be recorded by anyone.
+//! - **many keys, a tiny table, time that only moves forwards**, under the overflow policy the
+//!   input picks: slots are reused, keys overflow, and (under eviction) entries are evicted.
+//!   Every recorded decision must equal, field for field, that of its key's direct limiter; an
+//!   overflow concerns a key that was absent and is recorded nowhere; every other key keeps its
+//!   state, except that each eviction changes exactly one key, one that was not being limited,
+//!   back to fresh.
 //! - **batches**: many keys, a tiny table (policy `Deny`), time forwards and backwards between
 //!   batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
 //!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
@@ -19,20 +23,53 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tollgate::reference::{Model, SlidingLog, VirtualScheduling};
+use tollgate::reference::{Model, SlidingLog};
 use tollgate::{
-    Clock, Gcra, KeyedRateLimiter, KeyedSlidingLog, ManualClock, Overflow, Quota, RateLimiter,
+    Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, KeyedSlidingLog, ManualClock, Overflow,
+    Quota, RateLimiter, SlidingWindow,
 };
 
 #[derive(Arbitrary, Debug)]
 struct Input {
-    batches: bool,
-    many_keys: bool,
+    algorithm: Kind,
+    regime: Regime,
     limit: u8,
     burst: u8,
     period_ms: u16,
     seed: u64,
     ops: Vec<(u16, i16, u8)>,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Kind {
+    Gcra,
+    SlidingWindow,
+    FixedWindow,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Regime {
+    FewKeys,
+    ManyKeys(Policy),
+    Batches,
+}
+
+/// [`Overflow`], which has no `Arbitrary` implementation.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Policy {
+    Deny,
+    Allow,
+    Evict,
+}
+
+impl From<Policy> for Overflow {
+    fn from(policy: Policy) -> Overflow {
+        match policy {
+            Policy::Deny => Overflow::Deny,
+            Policy::Allow => Overflow::Allow,
+            Policy::Evict => Overflow::EvictLeastConstrained,
+        }
+    }
 }
 
 fuzz_target!(|input: Input| {
@@ -44,87 +81,46 @@ fuzz_target!(|input: Input| {
     .and_then(|q| q.with_burst(input.burst as u64 % 30 + 1)) else {
         return;
     };
-    let hasher = ahash::RandomState::with_seeds(input.seed, 1, 2, 3);
-    let clock = ManualClock::new();
     let ops = &input.ops[..input.ops.len().min(400)];
-    if input.batches {
-        let build = || {
-            KeyedRateLimiter::builder(Gcra::from(quota))
-                .capacity(8)
-                .overflow(Overflow::Deny)
-                .clock(&clock)
-                .hasher(hasher.clone())
-                .build::<u16>()
-                .unwrap()
-        };
-        let (batched, single) = (build(), build());
-        let mut batch = Vec::new();
-        for (i, &(key, step, end)) in ops.iter().enumerate() {
-            // Costs from 0 (a peek) to one past the burst (an error), for `decide_keys`.
-            batch.push((key % 64, (end >> 3) as u64 % (quota.burst() + 2)));
-            // A batch ends where the input says so, and at the last operation.
-            if end % 8 != 0 && i + 1 < ops.len() {
-                continue;
-            }
-            if step % 2 == 0 {
-                let got: Vec<_> = batched.check_keys(batch.iter().map(|(k, _)| k)).collect();
-                let want: Vec<_> = batch.iter().map(|(k, _)| single.check_key(k)).collect();
-                assert_eq!(got, want);
-            } else {
-                let requests = batch.iter().map(|(k, cost)| (k, *cost));
-                let got: Vec<_> = batched.decide_keys(requests).collect();
-                let want: Vec<_> = batch
-                    .iter()
-                    .map(|(k, c)| single.decide_key(k, *c))
-                    .collect();
-                assert_eq!(got, want);
-            }
-            assert_eq!(batched.stats(), single.stats());
-            batch.clear();
-            let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;
-            clock.set(Duration::from_nanos(now.max(0) as u64));
-        }
-        return;
+    // Limits of at most 20 fit every window's layout.
+    match input.algorithm {
+        Kind::Gcra => run(Gcra::from(quota), &quota, &input, ops),
+        Kind::SlidingWindow => run(SlidingWindow::new(&quota).unwrap(), &quota, &input, ops),
+        Kind::FixedWindow => run(FixedWindow::new(&quota).unwrap(), &quota, &input, ops),
     }
-    if input.many_keys {
-        let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
-            .capacity(8)
-            .overflow(Overflow::Allow)
-            .clock(&clock)
-            .hasher(hasher)
-            .build::<u16>()
-            .unwrap();
-        let mut models: HashMap<u16, VirtualScheduling> = HashMap::new();
-        for &(key, step, cost) in ops {
-            clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
-            let cost = cost as u64 % (quota.burst() + 2);
-            let overflows = keyed.stats().overflows;
-            let got = keyed.check_key_n(&(key % 64), cost).is_ok();
-            if keyed.stats().overflows > overflows {
-                assert!(got, "an overflow under Allow admits");
-                continue;
-            }
-            let model = models
-                .entry(key % 64)
-                .or_insert_with(|| VirtualScheduling::new(&quota));
-            assert_eq!(got, model.decide(clock.now(), cost).allowed);
-        }
-        return;
+});
+
+fn run<A: Algorithm + Clone>(algorithm: A, quota: &Quota, input: &Input, ops: &[(u16, i16, u8)]) {
+    let hasher = ahash::RandomState::with_seeds(input.seed, 1, 2, 3);
+    match input.regime {
+        Regime::FewKeys => few_keys(algorithm, quota, hasher, ops),
+        Regime::ManyKeys(policy) => many_keys(algorithm, policy.into(), hasher, ops),
+        Regime::Batches => batches(algorithm, hasher, ops),
     }
-    let keyed = KeyedRateLimiter::builder(Gcra::from(quota))
+}
+
+fn few_keys<A: Algorithm + Clone>(
+    algorithm: A,
+    quota: &Quota,
+    hasher: ahash::RandomState,
+    ops: &[(u16, i16, u8)],
+) {
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::builder(algorithm.clone())
         .capacity(64)
         .clock(&clock)
         .hasher(hasher.clone())
         .build::<u16>()
         .unwrap();
-    let logs = KeyedSlidingLog::builder(&quota)
+    let logs = KeyedSlidingLog::builder(quota)
         .capacity(64)
         .clock(&clock)
         .hasher(hasher)
         .build::<u16>()
         .unwrap();
-    let mut direct: HashMap<u16, RateLimiter<Gcra, &ManualClock>> = HashMap::new();
+    let mut direct: HashMap<u16, RateLimiter<A, &ManualClock>> = HashMap::new();
     let mut references: HashMap<u16, SlidingLog> = HashMap::new();
+    let limit = quota.limit();
     for &(key, step, cost) in ops {
         let key = key % 8;
         let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;
@@ -132,12 +128,13 @@ fuzz_target!(|input: Input| {
         let cost = cost as u64 % (limit.max(quota.burst()) + 2);
         let expected = direct
             .entry(key)
-            .or_insert_with(|| RateLimiter::with_clock(Gcra::from(quota), &clock))
+            .or_insert_with(|| RateLimiter::with_clock(algorithm.clone(), &clock))
             .decide(cost);
         assert_eq!(keyed.decide_key(&key, cost), expected);
+        assert_eq!(keyed.peek_key(&key), direct[&key].peek());
         let reference = references
             .entry(key)
-            .or_insert_with(|| SlidingLog::new(&quota));
+            .or_insert_with(|| SlidingLog::new(quota));
         let verdict = reference.decide(clock.now(), cost);
         match logs.decide_key(&key, cost) {
             Ok(d) => assert_eq!(
@@ -147,4 +144,110 @@ fuzz_target!(|input: Input| {
             Err(_) => assert!(cost > limit && !verdict.allowed),
         }
     }
-});
+    let stats = keyed.stats();
+    assert_eq!((stats.reuses, stats.evictions, stats.overflows), (0, 0, 0));
+}
+
+/// The oracle of `many_keys_replay` in `tests/keyed.rs`: one direct limiter per key the table
+/// should hold, dropped once it is back to fresh (for every algorithm a state peeks as fresh
+/// exactly when it is idle, and with time moving forwards an idle state decides as a fresh one).
+fn many_keys<A: Algorithm + Clone>(
+    algorithm: A,
+    overflow: Overflow,
+    hasher: ahash::RandomState,
+    ops: &[(u16, i16, u8)],
+) {
+    let clock = ManualClock::new();
+    let keyed = KeyedRateLimiter::builder(algorithm.clone())
+        .capacity(8)
+        .overflow(overflow)
+        .clock(&clock)
+        .hasher(hasher)
+        .build::<u16>()
+        .unwrap();
+    let fresh = || RateLimiter::with_clock(algorithm.clone(), &clock);
+    let capacity = algorithm.capacity();
+    let mut held: HashMap<u16, RateLimiter<A, &ManualClock>> = HashMap::new();
+    for &(key, step, cost) in ops {
+        let key = key % 64;
+        clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
+        held.retain(|_, limiter| limiter.peek() != fresh().peek());
+        let cost = cost as u64 % (capacity + 2);
+        let before = keyed.stats();
+        let got = keyed.decide_key(&key, cost);
+        let after = keyed.stats();
+        if after.overflows > before.overflows {
+            assert!(!held.contains_key(&key), "a held key overflowed");
+            assert_eq!(keyed.peek_key(&key), fresh().peek());
+            if overflow == Overflow::Allow {
+                assert_eq!(
+                    got,
+                    fresh().decide(cost),
+                    "Allow decides as for a fresh key"
+                );
+            } else {
+                let denied = got.unwrap();
+                assert!(!denied.is_allowed() && denied.remaining() == 0);
+            }
+        } else {
+            let want = held.entry(key).or_insert_with(fresh).decide(cost);
+            assert_eq!(got, want);
+        }
+        let changed: Vec<u16> = held
+            .iter()
+            .filter(|&(&other, limiter)| other != key && keyed.peek_key(&other) != limiter.peek())
+            .map(|(&other, _)| other)
+            .collect();
+        assert_eq!(
+            changed.len() as u64,
+            after.evictions - before.evictions,
+            "keys {changed:?} changed"
+        );
+        for evicted in changed {
+            let limiter = held.remove(&evicted).unwrap();
+            assert!(limiter.peek().remaining() > 0, "a limited key was evicted");
+            assert_eq!(keyed.peek_key(&evicted), fresh().peek());
+        }
+    }
+}
+
+fn batches<A: Algorithm + Clone>(algorithm: A, hasher: ahash::RandomState, ops: &[(u16, i16, u8)]) {
+    let clock = ManualClock::new();
+    let build = || {
+        KeyedRateLimiter::builder(algorithm.clone())
+            .capacity(8)
+            .overflow(Overflow::Deny)
+            .clock(&clock)
+            .hasher(hasher.clone())
+            .build::<u16>()
+            .unwrap()
+    };
+    let (batched, single) = (build(), build());
+    let capacity = algorithm.capacity();
+    let mut batch = Vec::new();
+    for (i, &(key, step, end)) in ops.iter().enumerate() {
+        // Costs from 0 (a peek) to one past the capacity (an error), for `decide_keys`.
+        batch.push((key % 64, (end >> 3) as u64 % (capacity + 2)));
+        // A batch ends where the input says so, and at the last operation.
+        if end % 8 != 0 && i + 1 < ops.len() {
+            continue;
+        }
+        if step % 2 == 0 {
+            let got: Vec<_> = batched.check_keys(batch.iter().map(|(k, _)| k)).collect();
+            let want: Vec<_> = batch.iter().map(|(k, _)| single.check_key(k)).collect();
+            assert_eq!(got, want);
+        } else {
+            let requests = batch.iter().map(|(k, cost)| (k, *cost));
+            let got: Vec<_> = batched.decide_keys(requests).collect();
+            let want: Vec<_> = batch
+                .iter()
+                .map(|(k, c)| single.decide_key(k, *c))
+                .collect();
+            assert_eq!(got, want);
+        }
+        assert_eq!(batched.stats(), single.stats());
+        batch.clear();
+        let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;
+        clock.set(Duration::from_nanos(now.max(0) as u64));
+    }
+}
