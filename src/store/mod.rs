@@ -4,8 +4,10 @@
 //!
 //! - [`StateCell`]: one cache-padded `AtomicU64`, the state of a direct limiter.
 //! - [`Table`]: fixed-size groups of 128-bit `(tag, state)` slots, the states of a keyed limiter
-//!   (its protocol is described in the `table` module). What happens when a new key finds no room
-//!   ([`Overflow`]) and the table's counters ([`KeyedStats`]) are in the `overflow` module.
+//!   (its protocol is described in the `table` module; how a capacity is cut into shards and
+//!   groups, and which slots a key's hash points to, in the `layout` module). What happens when a
+//!   new key finds no room ([`Overflow`]) and the table's counters ([`KeyedStats`]) are in the
+//!   `overflow` module.
 //!
 //! # Orderings
 //!
@@ -65,11 +67,13 @@
 //! to an interned value, so the same orderings and the same fence are what loom checks.
 
 mod cell;
+mod layout;
 mod overflow;
 mod table;
 
 pub(crate) use cell::StateCell;
+pub use layout::CapacityError;
+pub(crate) use layout::{shards_for, Probe};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};
-pub use table::CapacityError;
-pub(crate) use table::{shards_for, Probe, Table};
+pub(crate) use table::Table;
