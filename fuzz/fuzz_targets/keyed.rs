@@ -12,8 +12,8 @@
 //!   overflow concerns a key that was absent and is recorded nowhere; every other key keeps its
 //!   state, except that each eviction changes exactly one key, one that was not being limited,
 //!   back to fresh.
-//! - **batches**: many keys, a tiny table (policy `Deny`), time forwards and backwards between
-//!   batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
+//! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
+//!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
 //!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
 //!   request in turn on a twin limiter.
 #![no_main]
@@ -51,7 +51,7 @@ enum Kind {
 enum Regime {
     FewKeys,
     ManyKeys(Policy),
-    Batches,
+    Batches(Policy),
 }
 
 /// [`Overflow`], which has no `Arbitrary` implementation.
@@ -95,7 +95,7 @@ fn run<A: Algorithm + Clone>(algorithm: A, quota: &Quota, input: &Input, ops: &[
     match input.regime {
         Regime::FewKeys => few_keys(algorithm, quota, hasher, ops),
         Regime::ManyKeys(policy) => many_keys(algorithm, policy.into(), hasher, ops),
-        Regime::Batches => batches(algorithm, hasher, ops),
+        Regime::Batches(policy) => batches(algorithm, policy.into(), hasher, ops),
     }
 }
 
@@ -211,12 +211,17 @@ fn many_keys<A: Algorithm + Clone>(
     }
 }
 
-fn batches<A: Algorithm + Clone>(algorithm: A, hasher: ahash::RandomState, ops: &[(u16, i16, u8)]) {
+fn batches<A: Algorithm + Clone>(
+    algorithm: A,
+    overflow: Overflow,
+    hasher: ahash::RandomState,
+    ops: &[(u16, i16, u8)],
+) {
     let clock = ManualClock::new();
     let build = || {
         KeyedRateLimiter::builder(algorithm.clone())
             .capacity(8)
-            .overflow(Overflow::Deny)
+            .overflow(overflow)
             .clock(&clock)
             .hasher(hasher.clone())
             .build::<u16>()
