@@ -8,7 +8,9 @@ use std::sync::Barrier;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::reference::{FixedWindowCounter, Model, SlidingWindowCounter, VirtualScheduling};
+use tollgate::reference::{
+    FixedWindowCounter, KeyedDifferential, Model, SlidingWindowCounter, VirtualScheduling,
+};
 use tollgate::{
     Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, KeyedStats, ManualClock, Nanos,
     Overflow, Quota, RateLimiter, SlidingWindow,
@@ -147,26 +149,11 @@ fn small_table<A: Algorithm>(
 
 /// Replays `ops` (key, clock step in ms, cost) with time moving forwards only, through a table of
 /// 64 keys' capacity under `overflow`, for up to hundreds of distinct keys: groups fill, idle
-/// slots are reused, and new keys overflow or evict others. Beside it, one direct limiter per key
-/// that the table should hold. After every request:
-///
-/// - a recorded decision equals, field for field, that of the key's limiter (a fresh one for a
-///   key that is absent, idle or was evicted);
-/// - an overflow is recorded nowhere and concerns a key that was absent (a key being limited
-///   keeps its slot), which the table still peeks as fresh: under `Allow` the request gets the
-///   decision a fresh key would get, under the other policies a denial with nothing remaining;
-/// - every other key's peek equals its limiter's, except after an eviction, when exactly one
-///   differs: the evicted key, which had capacity left (it was not being limited) and now peeks
-///   as a fresh key.
-///
-/// Costs run from 0 (a peek, which never inserts) to past the capacity (an error for both).
-/// Limiters whose state is back to fresh are dropped: with time moving forwards they decide as a
-/// fresh one would, which is also what the table does with an idle key (reused or not). Their peek
-/// tells them apart: for every algorithm, a state peeks as fresh exactly when it is idle (a reset
-/// time of zero). A slot reused before its key was idle would show as a changed key, not an
-/// eviction. Which candidate an eviction picks (the least constrained of the new key's groups) is
-/// not visible here: `overflow_evicts_the_least_constrained_never_a_limited_key` checks it in a
-/// table of one group. Returns the table's counters.
+/// slots are reused, and new keys overflow or evict others. [`KeyedDifferential`] checks every
+/// request against one direct limiter per key: each recorded decision field for field, each
+/// overflow unrecorded and decided as its policy says, and no other key changed except by an
+/// eviction, exactly one per eviction and never a key being limited. Costs run from 0 (a peek,
+/// which never inserts) to past the capacity (an error for both). Returns the table's counters.
 fn many_keys_replay<A: Algorithm + Clone>(
     algorithm: A,
     overflow: Overflow,
@@ -174,55 +161,15 @@ fn many_keys_replay<A: Algorithm + Clone>(
     ops: &[(u16, u16, u64)],
 ) -> Result<KeyedStats, TestCaseError> {
     let clock = ManualClock::new();
-    let keyed = small_table(algorithm.clone(), overflow, &clock, seed);
-    let fresh = || RateLimiter::with_clock(algorithm.clone(), &clock);
-    let mut held: HashMap<u16, RateLimiter<A, &ManualClock>> = HashMap::new();
-    let mut overflows = 0u64;
-    for (i, &(key, step_ms, cost)) in ops.iter().enumerate() {
+    let mut diff = KeyedDifferential::new(small_table(algorithm, overflow, &clock, seed));
+    for &(key, step_ms, cost) in ops {
         clock.advance(Duration::from_millis(step_ms as u64));
-        held.retain(|_, limiter| limiter.peek() != fresh().peek());
-        let before = keyed.stats();
-        let got = keyed.decide_key(&key, cost);
-        let after = keyed.stats();
-        if after.overflows > before.overflows {
-            overflows += 1;
-            prop_assert!(!held.contains_key(&key), "op {}: key {} was held", i, key);
-            prop_assert_eq!(keyed.peek_key(&key), fresh().peek());
-            if overflow == Overflow::Allow {
-                prop_assert_eq!(got, fresh().decide(cost), "op {}", i);
-            } else {
-                let denied = got.unwrap();
-                prop_assert!(!denied.is_allowed() && denied.remaining() == 0, "op {}", i);
-            }
-        } else {
-            let want = held.entry(key).or_insert_with(fresh).decide(cost);
-            prop_assert_eq!(got, want, "op {}: key {} cost {}", i, key, cost);
-        }
-        let changed: Vec<u16> = held
-            .iter()
-            .filter(|&(&other, limiter)| other != key && keyed.peek_key(&other) != limiter.peek())
-            .map(|(&other, _)| other)
-            .collect();
-        prop_assert_eq!(
-            changed.len() as u64,
-            after.evictions - before.evictions,
-            "op {}: keys {:?} changed",
-            i,
-            changed
-        );
-        for evicted in changed {
-            let limiter = held.remove(&evicted).unwrap();
-            prop_assert!(
-                limiter.peek().remaining() > 0,
-                "op {}: a limited key was evicted",
-                i
-            );
-            prop_assert_eq!(keyed.peek_key(&evicted), fresh().peek());
-        }
+        // The table's answer itself is what the differential has checked.
+        let _answer = diff
+            .step(&key, cost)
+            .map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
     }
-    let stats = keyed.stats();
-    prop_assert_eq!(stats.overflows, overflows);
-    Ok(stats)
+    Ok(diff.limiter().stats())
 }
 
 /// [`many_keys_replay`] of the algorithm numbered `algorithm` (GCRA, the sliding window, the fixed

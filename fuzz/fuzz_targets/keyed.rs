@@ -8,10 +8,10 @@
 //!   must equal a reference log per key.
 //! - **many keys, a tiny table, time that only moves forwards**, under the overflow policy the
 //!   input picks: slots are reused, keys overflow, and (under eviction) entries are evicted.
-//!   Every recorded decision must equal, field for field, that of its key's direct limiter; an
-//!   overflow concerns a key that was absent and is recorded nowhere; every other key keeps its
-//!   state, except that each eviction changes exactly one key, one that was not being limited,
-//!   back to fresh.
+//!   `tollgate::reference::KeyedDifferential` checks every request against one direct limiter
+//!   per key: every recorded decision field for field; an overflow concerns a key that was
+//!   absent and is recorded nowhere; every other key keeps its state, except that each eviction
+//!   changes exactly one key, one that was not being limited, back to fresh.
 //! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
 //!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
 //!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tollgate::reference::{Model, SlidingLog};
+use tollgate::reference::{KeyedDifferential, Model, SlidingLog};
 use tollgate::{
     Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, KeyedSlidingLog, ManualClock, Overflow,
     Quota, RateLimiter, SlidingWindow,
@@ -148,9 +148,9 @@ fn few_keys<A: Algorithm + Clone>(
     assert_eq!((stats.reuses, stats.evictions, stats.overflows), (0, 0, 0));
 }
 
-/// The oracle of `many_keys_replay` in `tests/keyed.rs`: one direct limiter per key the table
-/// should hold, dropped once it is back to fresh (for every algorithm a state peeks as fresh
-/// exactly when it is idle, and with time moving forwards an idle state decides as a fresh one).
+/// [`KeyedDifferential`] checks every request: each recorded decision equals its key's own
+/// limiter's, field for field; overflows are unrecorded and decided as the policy says; no other
+/// key changes except by an eviction, one per eviction and never a key being limited.
 fn many_keys<A: Algorithm + Clone>(
     algorithm: A,
     overflow: Overflow,
@@ -158,55 +158,20 @@ fn many_keys<A: Algorithm + Clone>(
     ops: &[(u16, i16, u8)],
 ) {
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::builder(algorithm.clone())
+    let capacity = algorithm.capacity();
+    let keyed = KeyedRateLimiter::builder(algorithm)
         .capacity(8)
         .overflow(overflow)
         .clock(&clock)
         .hasher(hasher)
         .build::<u16>()
         .unwrap();
-    let fresh = || RateLimiter::with_clock(algorithm.clone(), &clock);
-    let capacity = algorithm.capacity();
-    let mut held: HashMap<u16, RateLimiter<A, &ManualClock>> = HashMap::new();
+    let mut diff = KeyedDifferential::new(keyed);
     for &(key, step, cost) in ops {
-        let key = key % 64;
         clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
-        held.retain(|_, limiter| limiter.peek() != fresh().peek());
         let cost = cost as u64 % (capacity + 2);
-        let before = keyed.stats();
-        let got = keyed.decide_key(&key, cost);
-        let after = keyed.stats();
-        if after.overflows > before.overflows {
-            assert!(!held.contains_key(&key), "a held key overflowed");
-            assert_eq!(keyed.peek_key(&key), fresh().peek());
-            if overflow == Overflow::Allow {
-                assert_eq!(
-                    got,
-                    fresh().decide(cost),
-                    "Allow decides as for a fresh key"
-                );
-            } else {
-                let denied = got.unwrap();
-                assert!(!denied.is_allowed() && denied.remaining() == 0);
-            }
-        } else {
-            let want = held.entry(key).or_insert_with(fresh).decide(cost);
-            assert_eq!(got, want);
-        }
-        let changed: Vec<u16> = held
-            .iter()
-            .filter(|&(&other, limiter)| other != key && keyed.peek_key(&other) != limiter.peek())
-            .map(|(&other, _)| other)
-            .collect();
-        assert_eq!(
-            changed.len() as u64,
-            after.evictions - before.evictions,
-            "keys {changed:?} changed"
-        );
-        for evicted in changed {
-            let limiter = held.remove(&evicted).unwrap();
-            assert!(limiter.peek().remaining() > 0, "a limited key was evicted");
-            assert_eq!(keyed.peek_key(&evicted), fresh().peek());
+        if let Err(mismatch) = diff.step(&(key % 64), cost) {
+            panic!("{mismatch}");
         }
     }
 }

@@ -52,7 +52,7 @@ pub struct Differential<A, M> {
 /// assert!(mismatch.to_string().starts_with("step 0: reset_after"));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mismatch(String);
+pub struct Mismatch(pub(super) String);
 
 impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

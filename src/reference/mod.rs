@@ -19,11 +19,14 @@
 //! | [`SlidingLog`] | the timestamps of every admitted unit in the last period | (exact; no packed form) |
 //!
 //! [`Differential`] drives a packed algorithm and a model side by side and reports the first
-//! [`Mismatch`].
+//! [`Mismatch`]. [`KeyedDifferential`] does the same for a keyed limiter, beside one direct
+//! limiter per key it should hold, through reuse, overflow and eviction.
 
 mod differential;
+mod keyed;
 
 pub use differential::{Differential, Mismatch};
+pub use keyed::KeyedDifferential;
 
 use std::collections::{BTreeMap, VecDeque};
 

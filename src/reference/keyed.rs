@@ -1,0 +1,239 @@
+//! [`KeyedDifferential`]: a keyed limiter beside one direct limiter per key it should hold.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+
+use super::Mismatch;
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, Nanos};
+use crate::decision::{Decision, InsufficientCapacity};
+use crate::keyed::KeyedRateLimiter;
+use crate::limiter::RateLimiter;
+use crate::store::Overflow;
+
+/// Replays requests through a [`KeyedRateLimiter`] and, beside it, through one direct
+/// [`RateLimiter`] per key that the table should remember, and checks after every request that
+/// the table forgets, mixes up and evicts nothing that it may not, under any
+/// [`Overflow`] policy and however small the table:
+///
+/// - a decision the table records equals, field for field, that of the key's own limiter (a
+///   fresh one for a key that is new, idle or was evicted);
+/// - an overflow (counted in [`KeyedStats::overflows`](crate::KeyedStats)) concerns a key that
+///   was absent (a key being limited keeps its slot), is recorded nowhere (the table still peeks
+///   the key as fresh), and decides as its policy says: under [`Overflow::Allow`] as for a fresh
+///   key, under the others a denial with nothing remaining;
+/// - every other key's peek equals its limiter's, except that each eviction changes exactly one
+///   key, one that had capacity left (it was not being limited), back to fresh.
+///
+/// Limiters that are back to fresh are dropped, since a fresh limiter decides as they would,
+/// just as the table forgets an idle key. For every algorithm a state peeks as fresh exactly when
+/// it is idle (its reset time is zero); so a slot taken from a key that was not idle shows up as
+/// a changed key, not an eviction, and fails the check. That holds only while **time moves
+/// forwards**: a clock set back can make an idle state live again. A step at an earlier time
+/// than the step before is a [`Mismatch`].
+///
+/// The clock is shared, so that the direct limiters read the table's time: a reference to a
+/// [`ManualClock`](crate::ManualClock) is the usual one. Which live entry an eviction picks (the
+/// least constrained) is not checked here, only that it was not being limited. Each step peeks
+/// every key held, so a step costs time in proportion to the keys the table holds: meant for
+/// small tables.
+///
+/// The property tests and the fuzz targets both drive this type.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::reference::KeyedDifferential;
+/// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
+///
+/// let clock = ManualClock::new();
+/// // One table group of 8 slots; 50 keys, a dozen of them live at any time.
+/// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(10).unwrap()))
+///     .capacity(4)
+///     .overflow(Overflow::EvictLeastConstrained)
+///     .clock(&clock)
+///     .build::<u32>()
+///     .unwrap();
+/// let mut diff = KeyedDifferential::new(table);
+/// for key in 0..1_000 {
+///     clock.advance(Duration::from_millis(7));
+///     diff.step(&(key % 50), 1).unwrap();
+/// }
+/// assert!(diff.limiter().stats().evictions > 0);
+/// ```
+pub struct KeyedDifferential<K, A, C, S> {
+    keyed: KeyedRateLimiter<K, A, C, S>,
+    held: HashMap<K, RateLimiter<A, C>>,
+    last: Nanos,
+    steps: u64,
+}
+
+impl<K, A, C, S> KeyedDifferential<K, A, C, S>
+where
+    K: Hash + Eq + Clone + fmt::Debug,
+    A: Algorithm + Clone,
+    C: Clock + Clone,
+    S: BuildHasher,
+{
+    /// Starts beside `keyed`, which must not have decided anything yet: every key is fresh.
+    ///
+    /// ```
+    /// use tollgate::reference::KeyedDifferential;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    ///     .capacity(10)
+    ///     .clock(&clock)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// let diff = KeyedDifferential::new(table);
+    /// assert_eq!(diff.limiter().stats().occupied, 0);
+    /// ```
+    pub fn new(keyed: KeyedRateLimiter<K, A, C, S>) -> KeyedDifferential<K, A, C, S> {
+        let last = keyed.clock().now();
+        KeyedDifferential {
+            keyed,
+            held: HashMap::new(),
+            last,
+            steps: 0,
+        }
+    }
+
+    /// The keyed limiter under test.
+    ///
+    /// ```
+    /// use tollgate::reference::KeyedDifferential;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    ///     .clock(&clock)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// let mut diff = KeyedDifferential::new(table);
+    /// diff.step(&7, 2).unwrap();
+    /// assert_eq!(diff.limiter().peek_key(&7).remaining(), 3);
+    /// ```
+    pub fn limiter(&self) -> &KeyedRateLimiter<K, A, C, S> {
+        &self.keyed
+    }
+
+    /// Decides a request of `cost` for `key` on the table, at the clock's time, and checks it
+    /// and every other key held against the direct limiters (see the type's docs). Returns the
+    /// table's answer.
+    ///
+    /// # Errors
+    ///
+    /// The first disagreement, described with the step number, key, cost and time; or a clock
+    /// that went back since the last step.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::reference::KeyedDifferential;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    ///     .clock(&clock)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// let mut diff = KeyedDifferential::new(table);
+    /// assert!(diff.step(&1, 5).unwrap().unwrap().is_allowed());
+    /// assert!(!diff.step(&1, 1).unwrap().unwrap().is_allowed());
+    /// assert!(diff.step(&1, 6).unwrap().is_err()); // more than the capacity, for both
+    ///
+    /// // A clock that goes back is refused: an idle key could come back to life.
+    /// clock.advance(Duration::from_secs(1));
+    /// diff.step(&1, 1).unwrap();
+    /// clock.rewind(Duration::from_millis(1));
+    /// assert!(diff.step(&1, 1).unwrap_err().to_string().contains("the clock went back"));
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn step(
+        &mut self,
+        key: &K,
+        cost: u64,
+    ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
+        let now = self.keyed.clock().now();
+        let step = self.steps;
+        self.steps += 1;
+        let fail = |what: String| {
+            Err(Mismatch(format!(
+                "step {step}: {what} (key {key:?}, cost {cost}, now {} ns)",
+                now.as_nanos()
+            )))
+        };
+        if now < self.last {
+            return fail(format!(
+                "the clock went back from {} ns; idle keys need time that moves forwards",
+                self.last.as_nanos()
+            ));
+        }
+        self.last = now;
+        let fresh = self.fresh();
+        let fresh_peek = fresh.peek();
+        self.held.retain(|_, limiter| limiter.peek() != fresh_peek);
+        let before = self.keyed.stats();
+        let got = self.keyed.decide_key(key, cost);
+        let after = self.keyed.stats();
+        if after.overflows > before.overflows {
+            if self.held.contains_key(key) {
+                return fail("a key being limited overflowed".into());
+            }
+            if self.keyed.peek_key(key) != fresh_peek {
+                return fail("an overflow was recorded".into());
+            }
+            let policy = self.keyed.overflow();
+            let denied = got.is_ok_and(|d| !d.is_allowed() && d.remaining() == 0);
+            let right = match policy {
+                Overflow::Allow => got == fresh.decide(cost),
+                _ => denied,
+            };
+            if !right {
+                return fail(format!("{policy:?} overflowed with {got:?}"));
+            }
+        } else {
+            let want = self.held.entry(key.clone()).or_insert(fresh).decide(cost);
+            if got != want {
+                return fail(format!("decided {got:?}, its own limiter {want:?}"));
+            }
+        }
+        // The keys held whose peek in the table is not their limiter's, with their limiter's.
+        let changed: Vec<(K, Decision)> = self
+            .held
+            .iter()
+            .filter(|&(other, _)| other != key)
+            .map(|(other, limiter)| (other, limiter.peek()))
+            .filter(|&(other, own)| self.keyed.peek_key(other) != own)
+            .map(|(other, own)| (other.clone(), own))
+            .collect();
+        let evictions = after.evictions - before.evictions;
+        if changed.len() as u64 != evictions {
+            let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
+            return fail(format!("keys {keys:?} changed, with {evictions} evictions"));
+        }
+        for (evicted, own) in changed {
+            // Evicted: the key is fresh in the table now, and so is its limiter from here on.
+            self.held.remove(&evicted);
+            if own.remaining() == 0 {
+                return fail(format!("key {evicted:?} was evicted while limited"));
+            }
+            if self.keyed.peek_key(&evicted) != fresh_peek {
+                return fail(format!("evicted key {evicted:?} is not fresh"));
+            }
+        }
+        Ok(got)
+    }
+
+    /// A direct limiter of the table's algorithm on its clock, in the fresh state.
+    fn fresh(&self) -> RateLimiter<A, C> {
+        RateLimiter::with_clock(self.keyed.algorithm().clone(), self.keyed.clock().clone())
+    }
+}
+
+impl<K: fmt::Debug, A: fmt::Debug, C, S> fmt::Debug for KeyedDifferential<K, A, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedDifferential")
+            .field("held", &self.held.len())
+            .field("steps", &self.steps)
+            .finish_non_exhaustive()
+    }
+}
