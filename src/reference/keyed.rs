@@ -146,7 +146,6 @@ where
     /// clock.rewind(Duration::from_millis(1));
     /// assert!(diff.step(&1, 1).unwrap_err().to_string().contains("the clock went back"));
     /// ```
-    #[allow(clippy::type_complexity)]
     pub fn step(
         &mut self,
         key: &K,
