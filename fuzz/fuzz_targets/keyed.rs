@@ -99,6 +99,8 @@ fn run<A: Algorithm + Clone>(algorithm: A, quota: &Quota, input: &Input, ops: &[
     }
 }
 
+/// At most 8 keys, time both ways: the table against a direct limiter per key (field for field,
+/// peeks too), and the keyed sliding log against a reference log per key.
 fn few_keys<A: Algorithm + Clone>(
     algorithm: A,
     quota: &Quota,
@@ -106,12 +108,13 @@ fn few_keys<A: Algorithm + Clone>(
     ops: &[(u16, i16, u8)],
 ) {
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::builder(algorithm.clone())
-        .capacity(64)
-        .clock(&clock)
-        .hasher(hasher.clone())
-        .build::<u16>()
-        .unwrap();
+    let keyed = table(
+        algorithm.clone(),
+        64,
+        Overflow::default(),
+        &clock,
+        hasher.clone(),
+    );
     let logs = KeyedSlidingLog::builder(quota)
         .capacity(64)
         .clock(&clock)
@@ -159,14 +162,7 @@ fn many_keys<A: Algorithm + Clone>(
 ) {
     let clock = ManualClock::new();
     let capacity = algorithm.capacity();
-    let keyed = KeyedRateLimiter::builder(algorithm)
-        .capacity(8)
-        .overflow(overflow)
-        .clock(&clock)
-        .hasher(hasher)
-        .build::<u16>()
-        .unwrap();
-    let mut diff = KeyedDifferential::new(keyed);
+    let mut diff = KeyedDifferential::new(table(algorithm, 8, overflow, &clock, hasher));
     for &(key, step, cost) in ops {
         clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
         let cost = cost as u64 % (capacity + 2);
@@ -176,6 +172,8 @@ fn many_keys<A: Algorithm + Clone>(
     }
 }
 
+/// `check_keys` and `decide_keys` against the same requests decided one at a time on a twin
+/// table, decision for decision and counter for counter.
 fn batches<A: Algorithm + Clone>(
     algorithm: A,
     overflow: Overflow,
@@ -183,15 +181,7 @@ fn batches<A: Algorithm + Clone>(
     ops: &[(u16, i16, u8)],
 ) {
     let clock = ManualClock::new();
-    let build = || {
-        KeyedRateLimiter::builder(algorithm.clone())
-            .capacity(8)
-            .overflow(overflow)
-            .clock(&clock)
-            .hasher(hasher.clone())
-            .build::<u16>()
-            .unwrap()
-    };
+    let build = || table(algorithm.clone(), 8, overflow, &clock, hasher.clone());
     let (batched, single) = (build(), build());
     let capacity = algorithm.capacity();
     let mut batch = Vec::new();
@@ -220,4 +210,21 @@ fn batches<A: Algorithm + Clone>(
         let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;
         clock.set(Duration::from_nanos(now.max(0) as u64));
     }
+}
+
+/// A keyed limiter of `algorithm` for `capacity` `u16` keys on the shared clock.
+fn table<A: Algorithm>(
+    algorithm: A,
+    capacity: usize,
+    overflow: Overflow,
+    clock: &ManualClock,
+    hasher: ahash::RandomState,
+) -> KeyedRateLimiter<u16, A, &ManualClock, ahash::RandomState> {
+    KeyedRateLimiter::builder(algorithm)
+        .capacity(capacity)
+        .overflow(overflow)
+        .clock(clock)
+        .hasher(hasher)
+        .build::<u16>()
+        .unwrap()
 }
