@@ -20,9 +20,10 @@ use crate::store::Overflow;
 /// - a decision the table records equals, field for field, that of the key's own limiter (a
 ///   fresh one for a key that is new, idle or was evicted);
 /// - an overflow (counted in [`KeyedStats::overflows`](crate::KeyedStats)) concerns a key that
-///   was absent (a key being limited keeps its slot), is recorded nowhere (the table still peeks
-///   the key as fresh), and decides as its policy says: under [`Overflow::Allow`] as for a fresh
-///   key, under the others a denial with nothing remaining;
+///   was absent (a key whose state is not back to fresh keeps its slot unless evicted), is
+///   recorded nowhere (the table still peeks the key as fresh), and decides as its policy says:
+///   under [`Overflow::Allow`] as for a fresh key, under the others a denial with nothing
+///   remaining;
 /// - every other key's peek equals its limiter's, except that each eviction changes exactly one
 ///   key, one that had capacity left (it was not being limited), back to fresh.
 ///
@@ -175,7 +176,9 @@ where
         let after = self.keyed.stats();
         if after.overflows > before.overflows {
             if self.held.contains_key(key) {
-                return fail("a key being limited overflowed".into());
+                return fail(
+                    "a key the table holds (its state not back to fresh) overflowed".into(),
+                );
             }
             if self.keyed.peek_key(key) != fresh_peek {
                 return fail("an overflow was recorded".into());

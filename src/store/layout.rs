@@ -58,7 +58,7 @@ pub(crate) struct Probe {
     /// Indices kept in 32 bits (a table has at most 2^32 groups, see [`Layout::new`]) so that a
     /// probe is 24 bytes: a batch keeps 32 of them.
     shard: u32,
-    pub(super) groups: [u32; 2],
+    groups: [u32; 2],
     /// 16 bits each where 8 would do: with `u8`s the probe would end in two bytes of padding,
     /// and copies of it (filling a batch's buffers, passing it to the lookup) would move its
     /// last bytes with overlapping stores and loads, which stall store-to-load forwarding.
