@@ -52,15 +52,16 @@
 //! its live one.
 //!
 //! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
-//! with it (a cheaper instruction: in a scratch replica of the lookup, not kept, a check took
-//! 0.80-0.84 of the time with it; `benches/README.md`). A state-only swap from `old` lands on
-//! whatever key holds the slot if its state happens to equal `old`, so it would be safe only if a
-//! slot's state never came back to an earlier value across owners. Two things break that. An
-//! eviction hands a live slot, whose state can be ahead of the clock, to a key whose fresh state
-//! is below it. And any change of owner (an idle slot reused, or a slot emptied by a killed
-//! reservation and claimed again) under a clock that is behind (a `ManualClock` set back, counters
-//! skewed between cores) gives the new key states below the old one's. Either way the new key's
-//! state can climb back to exactly `old`. The tag in the compare rules both out.
+//! with it (a cheaper instruction, but not by much: in a scratch copy of the crate, not kept,
+//! `check_key` took 0.94-0.97 of the time with it; `benches/README.md`, "Where a check's time
+//! goes"). A state-only swap from `old` lands on whatever key holds the slot if its state happens
+//! to equal `old`, so it would be safe only if a slot's state never came back to an earlier value
+//! across owners. Two things break that. An eviction hands a live slot, whose state can be ahead
+//! of the clock, to a key whose fresh state is below it. And any change of owner (an idle slot
+//! reused, or a slot emptied by a killed reservation and claimed again) under a clock that is
+//! behind (a `ManualClock` set back, counters skewed between cores) gives the new key states below
+//! the old one's. Either way the new key's state can climb back to exactly `old`. The tag in the
+//! compare rules both out.
 //!
 //! Nor can the state be made to climb for good across owners without giving something up. A key's
 //! own writes already climb: a GCRA time only moves up, and a window counter's index sits above its
