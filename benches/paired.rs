@@ -20,7 +20,7 @@ use portable_atomic::AtomicU128;
 use support::rounds::{paired, selected, time, time_batches, time_keys, CALLS, ROUNDS};
 use support::wide::{prefetch, Wide};
 use support::{contended, on_threads};
-use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter, TscClock};
+use tollgate::{Clock, CoarseClock, Gcra, KeyedRateLimiter, Quota, RateLimiter, TscClock};
 
 /// Nanoseconds per call per thread, with `threads` threads each making `CALLS / threads` calls
 /// at once (the slowest thread's time).
@@ -362,6 +362,35 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             },
             || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
         );
+        // Both limiters on a coarse clock (quanta's "recent" time, refreshed every millisecond by
+        // one process-wide upkeep thread): a check without its `rdtsc`, which is 17-23% of
+        // tollgate's check in cache and which governor's default clock reads too. Governor's
+        // clock starts the upkeep thread; tollgate's `CoarseClock` then shares it.
+        let coarse = format!("keyed {label}: coarse clocks, tollgate / governor");
+        if selected(&coarse) {
+            let coarse_governor = governor::RateLimiter::dashmap_with_clock(
+                governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
+                    .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
+                governor::clock::QuantaUpkeepClock::from_interval(
+                    std::time::Duration::from_millis(1),
+                )
+                .unwrap(),
+            );
+            let coarse_tollgate = KeyedRateLimiter::builder(Gcra::from(quota))
+                .capacity(keys as usize)
+                .clock(CoarseClock::new().unwrap())
+                .build::<u64>()
+                .unwrap();
+            for k in 0..keys {
+                let _ = coarse_tollgate.check_key(&k);
+                coarse_governor.check_key(&k).unwrap();
+            }
+            paired(
+                &coarse,
+                || time_keys(&seq, &mut a, |k| coarse_tollgate.check_key(&k).is_ok()),
+                || time_keys(&seq, &mut b, |k| coarse_governor.check_key(&k).is_ok()),
+            );
+        }
         // What a small batch costs against the same keys checked one by one: a call's fixed
         // cost (its buffers, a clock reading) against the overlap it buys.
         for batch in [1, 4] {
