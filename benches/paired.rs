@@ -362,10 +362,10 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             },
             || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
         );
-        // Both limiters on a coarse clock (quanta's "recent" time, refreshed every millisecond by
-        // one process-wide upkeep thread): a check without its `rdtsc`, which is 17-23% of
-        // tollgate's check in cache and which governor's default clock reads too. Governor's
-        // clock starts the upkeep thread; tollgate's `CoarseClock` then shares it.
+        // Both limiters on a coarse clock (a time stamp refreshed every millisecond by an upkeep
+        // thread: quanta's for governor, tollgate's own for `CoarseClock`): a check without its
+        // `rdtsc`, which is 17-23% of tollgate's check in cache and which governor's default
+        // clock reads too.
         let coarse = format!("keyed {label}: coarse clocks, tollgate / governor");
         if selected(&coarse) {
             let coarse_governor = governor::RateLimiter::dashmap_with_clock(

@@ -227,18 +227,24 @@ impl Clock for TscClock {
     }
 }
 
-/// The process-wide quanta upkeep thread, once tollgate has started it, and its interval.
-/// `None` inside means that something else started quanta's upkeep thread first.
-static UPKEEP: Mutex<Option<Option<(quanta::Handle, Duration)>>> = Mutex::new(None);
+/// The coarse clocks' shared time stamp: [`TscClock`] nanoseconds, written by tollgate's upkeep
+/// thread, read by every [`CoarseClock`]. A `std` atomic, not one from `crate::sync`: it is part
+/// of no compare-and-swap protocol, and loom's atomics cannot live in a `static`.
+static STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The interval of tollgate's upkeep thread, once it has been started.
+static UPKEEP: Mutex<Option<Duration>> = Mutex::new(None);
 
 /// A clock that reads a time stamp refreshed by a background thread: cheaper than [`TscClock`]
 /// (one relaxed load of a shared word instead of `rdtsc`), as precise as the refresh interval.
 ///
-/// This is quanta's "recent" time. Its upkeep thread is process-wide: the first `CoarseClock`
-/// starts it with its interval and it then runs for the rest of the process; later clocks share
-/// it, whatever interval they ask for ([`CoarseClock::precision`] says which one is in effect).
-/// If another part of the program already started quanta's upkeep thread, tollgate uses it, and
-/// its precision is unknown.
+/// The stamp and its upkeep thread are tollgate's own and process-wide: the first `CoarseClock`
+/// starts the thread with its interval, and it then runs for the rest of the process; later
+/// clocks share it, whatever interval they ask for ([`CoarseClock::precision`] says which one is
+/// in effect). It is not quanta's "recent" time, whose upkeep thread another part of the program
+/// (governor's `QuantaUpkeepClock`, for one) may start and stop: stopped, it would freeze every
+/// clock reading it, and every limiter on such a clock would deny all requests past its burst
+/// for the rest of the process.
 ///
 /// Time advances in steps of the interval, so a limiter on this clock sees a burst of requests
 /// within one step as simultaneous. That is harmless for limits whose emission interval is much
@@ -249,7 +255,7 @@ static UPKEEP: Mutex<Option<Option<(quanta::Handle, Duration)>>> = Mutex::new(No
 /// use tollgate::{Clock, CoarseClock};
 ///
 /// let clock = CoarseClock::new()?;
-/// assert_eq!(clock.precision(), Some(Duration::from_millis(1)));
+/// assert_eq!(clock.precision(), Duration::from_millis(1));
 /// let t = clock.now();
 /// std::thread::sleep(Duration::from_millis(5));
 /// assert!(clock.now() > t);
@@ -257,9 +263,9 @@ static UPKEEP: Mutex<Option<Option<(quanta::Handle, Duration)>>> = Mutex::new(No
 /// ```
 #[derive(Clone)]
 pub struct CoarseClock {
-    clock: quanta::Clock,
-    epoch: quanta::Instant,
-    precision: Option<Duration>,
+    /// The stamp when this clock was created: its time zero.
+    epoch: u64,
+    precision: Duration,
 }
 
 impl CoarseClock {
@@ -299,38 +305,40 @@ impl CoarseClock {
             ));
         }
         let mut upkeep = UPKEEP.lock().unwrap_or_else(PoisonError::into_inner);
-        let precision = match &*upkeep {
-            Some(state) => state.as_ref().map(|(_, interval)| *interval),
-            None => match quanta::Upkeep::new(interval).start() {
-                Ok(handle) => {
-                    *upkeep = Some(Some((handle, interval)));
-                    Some(interval)
-                }
-                Err(quanta::Error::UpkeepRunning) => {
-                    *upkeep = Some(None);
-                    None
-                }
-                Err(quanta::Error::FailedToSpawnUpkeepThread(err)) => return Err(err),
-            },
+        let precision = match *upkeep {
+            Some(running) => running,
+            None => {
+                let source = TscClock::new();
+                // The first stamp is written before any clock can read it, so that no clock's
+                // epoch is the placeholder 0 (and a clock's time starts at 0, not at the uptime).
+                STAMP.store(source.now().as_nanos(), Ordering::Relaxed);
+                std::thread::Builder::new()
+                    .name("tollgate-coarse-clock".into())
+                    .spawn(move || loop {
+                        std::thread::sleep(interval);
+                        STAMP.store(source.now().as_nanos(), Ordering::Relaxed);
+                    })?;
+                *upkeep = Some(interval);
+                interval
+            }
         };
-        let clock = quanta::Clock::new();
-        let epoch = clock.recent();
         Ok(CoarseClock {
-            clock,
-            epoch,
+            epoch: STAMP.load(Ordering::Relaxed),
             precision,
         })
     }
 
     /// The refresh interval in effect: the step in which this clock's time advances.
-    /// `None` if the upkeep thread was started outside tollgate.
     ///
     /// ```
-    /// let clock = tollgate::CoarseClock::new()?;
-    /// assert!(clock.precision().is_some());
+    /// use std::time::Duration;
+    /// let clock = tollgate::CoarseClock::with_interval(Duration::from_millis(2))?;
+    /// // The first coarse clock of the process set the interval; later ones share it.
+    /// assert_eq!(clock.precision(), Duration::from_millis(2));
+    /// assert_eq!(tollgate::CoarseClock::new()?.precision(), Duration::from_millis(2));
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn precision(&self) -> Option<Duration> {
+    pub fn precision(&self) -> Duration {
         self.precision
     }
 }
@@ -347,8 +355,9 @@ impl fmt::Debug for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Nanos {
-        // Saturates at zero if the shared stamp is older than our epoch.
-        Nanos::from_duration(self.clock.recent().saturating_duration_since(self.epoch))
+        // The stamp only grows (one writer, reading a monotonic clock); a clock created just
+        // after a refresh may still see the stamp before it, hence the saturation.
+        Nanos::from_nanos(STAMP.load(Ordering::Relaxed).saturating_sub(self.epoch))
     }
 }
 
