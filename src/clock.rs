@@ -308,10 +308,8 @@ impl CoarseClock {
         let precision = match *upkeep {
             Some(running) => running,
             None => {
+                // The stamp counts from this `TscClock`'s creation, as the 0 it starts at does.
                 let source = TscClock::new();
-                // The first stamp is written before any clock can read it, so that no clock's
-                // epoch is the placeholder 0 (and a clock's time starts at 0, not at the uptime).
-                STAMP.store(source.now().as_nanos(), Ordering::Relaxed);
                 std::thread::Builder::new()
                     .name("tollgate-coarse-clock".into())
                     .spawn(move || loop {
