@@ -9,8 +9,8 @@
 //! Nothing else in the crate imports an atomic type directly (but for the coarse clock's shared
 //! time stamp in `clock.rs`: a `static`, which loom's atomics cannot be, and part of no
 //! compare-and-swap protocol), and the keyed table reaches its 128-bit slots only through a
-//! [`Wide`] implementation: [`Portable`] (portable-atomic's, or
-//! loom's), or [`Native`], the CPU's own instructions run inline where it has them.
+//! [`Wide`] implementation: [`Portable`] (portable-atomic's, or loom's), or [`Native`], the CPU's
+//! own instructions run inline where it has them.
 //!
 //! # Platforms
 //!
