@@ -270,11 +270,11 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         .unwrap()
         .with_burst(1_000_000)
         .unwrap();
+    // The same quota for governor.
+    let governor_quota = governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
+        .allow_burst(NonZeroU32::new(1_000_000).unwrap());
     let tollgate = KeyedRateLimiter::<u64>::gcra(quota, keys as usize).unwrap();
-    let governor = governor::RateLimiter::keyed(
-        governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
-            .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
-    );
+    let governor = governor::RateLimiter::keyed(governor_quota);
     for k in 0..keys {
         // A table filled to its capacity may overflow on a few keys (fewer than 0.1%, see the
         // crate docs); they stay absent, and are reported.
@@ -369,8 +369,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         let coarse = format!("keyed {label}: coarse clocks, tollgate / governor");
         if selected(&coarse) {
             let coarse_governor = governor::RateLimiter::dashmap_with_clock(
-                governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
-                    .allow_burst(NonZeroU32::new(1_000_000).unwrap()),
+                governor_quota,
                 governor::clock::QuantaUpkeepClock::from_interval(
                     std::time::Duration::from_millis(1),
                 )
