@@ -7,20 +7,25 @@
 //! - a decision for key X racing the eviction of X's live slot by key Y;
 //! - two threads inserting the same new key;
 //! - two threads inserting the same new key into *different* slots, because they read the clock
-//!   on either side of a tick (the race the fence after a reservation exists for).
+//!   on either side of a tick (the race the fence after a reservation exists for);
+//! - three threads inserting the same new key, so that one inserter can be overtaken: its
+//!   reservation killed, the key published elsewhere, and its slot wanted by the third.
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
 //!
-//! Each protocol step these models stand for was broken on purpose in `src/store/table.rs` and
-//! the models run again (2026-11-23): each break made a model fail. A decision retrying on a
-//! word of another tag (the eviction and the reuse models); no fence between a reservation and
-//! its scan, a key live elsewhere not stopping an insert, a killed reservation counted as
-//! published, or a failed reservation not released (the different-slots model); an entry that
-//! is being limited evicted (the eviction model). Two breaks changed nothing observable, as
-//! expected: the higher reservation winning instead of the lower (any fixed order works), and a
-//! decision on its own key's reservation (GCRA reads the reserved word as a schedule far ahead
-//! and denies, as a key that gives up waiting for its reservation does).
+//! Each protocol step these models stand for was broken on purpose in `src/store/table.rs` and the
+//! models run again (2026-11-23): each break made a model fail. A decision retrying on a word of
+//! another tag (the eviction and the reuse models); no fence between a reservation and its scan, a
+//! key live elsewhere not stopping an insert, a killed reservation counted as published, or a
+//! failed reservation not released (the different-slots model); an entry that is being limited
+//! evicted (the eviction model); a kill that empties the slot instead of leaving a tombstone (the
+//! three-inserts model: the crate's own code until 2026-11-24, when the model was written), or a
+//! tombstone left in place by its owner (the different-slots and three-inserts models). Two breaks
+//! changed nothing observable, as expected: the higher reservation winning instead of the lower
+//! (any fixed order works), and a decision on its own key's reservation (GCRA reads the reserved
+//! word as a schedule far ahead and denies, as a key that gives up waiting for its reservation
+//! does).
 #![cfg(tollgate_loom)]
 
 use std::hash::{BuildHasher, Hasher};
@@ -238,5 +243,45 @@ fn inserts_of_one_key_into_different_slots() {
         // Exactly one of the two is admitted, in one slot.
         assert!(a ^ b, "a {a}, b {b}");
         assert_eq!(limiter.stats().occupied, 2, "C and one slot for A");
+    });
+}
+
+#[test]
+fn three_inserts_of_one_key() {
+    // Three threads make a far larger state space than two: on the 2-core VM this model takes
+    // about 40 s at two preemptions, and ran for over 20 minutes at three without finishing
+    // (2026-11-24). Two are enough for the race below, which it found within a second. So it is
+    // bounded at two, whatever `LOOM_MAX_PREEMPTIONS` asks for.
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(model.preemption_bound.map_or(2, |bound| bound.min(2)));
+    model.check(|| {
+        // Burst 3: every request fits, unless its insert finds no room in the two slots.
+        //
+        // The race this model found (2026-11-24, at two preemptions), when a kill emptied the
+        // slot: inserter 1 reserves slot 0 and validates, then stalls; inserter 2 runs out of
+        // patience, kills slot 0, reserves slot 1 and stalls before publishing; inserter 3
+        // runs out of patience too and reserves the empty slot 0 (the same word as inserter 1's
+        // reservation); inserter 2 publishes; inserter 1 wakes and its publish, comparing
+        // values, lands on inserter 3's reservation. Two live slots, each admitting from fresh.
+        // Killed reservations are now tombstones that only their owner clears.
+        let limiter = table(Quota::per_hour(3).unwrap());
+        let threads = [A, A, A].map(|key| spawn_check(&limiter, key));
+        let admitted = threads
+            .map(|t| t.join().unwrap())
+            .iter()
+            .filter(|&&ok| ok)
+            .count() as u64;
+        let stats = limiter.stats();
+        assert_eq!(
+            limiter.peek_key(&A).remaining(),
+            3 - admitted,
+            "every admission counted in it: {stats:?}"
+        );
+        assert_eq!(stats.occupied, 1, "one slot for the key");
+        assert_eq!(
+            stats.overflows,
+            3 - admitted,
+            "only a request with no room is denied"
+        );
     });
 }

@@ -42,20 +42,23 @@
 //! the compiler never removes, duplicates or merges with another access, as it would not a
 //! `Relaxed` atomic access. The argument below holds for them unchanged.
 //!
-//! A slot of the keyed table is a single 128-bit word holding both the key's tag and its state,
-//! so points 1-4 apply to it unchanged: a decision is a compare-and-swap of the whole word, the
-//! tag included. What the table adds is a property across slots: **at most one live slot per
-//! key**. Two threads inserting the same key each reserve a slot (a compare-and-swap), then scan
-//! the other slots of the key's groups for a second reservation. That is the store-buffering
-//! pattern: without more, both scans could miss the other's reservation (each write still in its
-//! core's store buffer, each read served from cache) and both would publish. A `SeqCst` fence after
-//! each reservation and before each scan forbids it: the two fences are ordered in the single
-//! total order of `SeqCst` operations, and the scan that follows the later fence must see the
-//! reservation that preceded the earlier one (or a later value of that slot). So at least one of
-//! the two inserters sees the other, and the tie-breaking rules (lower slot wins; a higher
-//! reservation is killed) leave one live slot. The scan that finds an existing key needs no
-//! fence: it uses a published slot, and if that slot was reused meanwhile its compare-and-swap
-//! fails on the tag. The fence costs a few dozen cycles on the insert path only.
+//! A slot of the keyed table is a single 128-bit word holding both the key's tag and its state, so
+//! points 1-4 apply to it unchanged: a decision is a compare-and-swap of the whole word, the tag
+//! included. What the table adds is a property across slots: **at most one live slot per key**. Two
+//! threads inserting the same key each reserve a slot (a compare-and-swap), then scan the other
+//! slots of the key's groups for a second reservation. That is the store-buffering pattern: without
+//! more, both scans could miss the other's reservation (each write still in its core's store
+//! buffer, each read served from cache) and both would publish. A `SeqCst` fence after each
+//! reservation and before each scan forbids it: the two fences are ordered in the single total
+//! order of `SeqCst` operations, and the scan that follows the later fence must see the reservation
+//! that preceded the earlier one (or a later value of that slot). So at least one of the two
+//! inserters sees the other, and the tie-breaking rules (lower slot wins; a higher reservation is
+//! killed) leave one live slot. A killed reservation becomes a tombstone that only its owner
+//! clears, so the owner's publish (a compare-and-swap from the reserved word) fails for good once
+//! it is killed: a single-slot argument, in that slot's modification order, which needs no
+//! ordering. The scan that finds an existing key needs no fence: it uses a published slot, and if
+//! that slot was reused meanwhile its compare-and-swap fails on the tag. The fence costs a few
+//! dozen cycles on the insert path only.
 //!
 //! The statistics counters are `Relaxed` read-modify-writes: they count, they publish nothing.
 //!

@@ -34,10 +34,21 @@
 //!   - the key is live elsewhere: release the claim and decide there;
 //!   - another reservation for the key at a **lower** slot: release ours and retry (the other
 //!     inserter wins), unless it has stalled for a while, in which case kill it;
-//!   - another reservation at a **higher** slot: kill it (compare-and-swap it to empty);
+//!   - another reservation at a **higher** slot: kill it;
 //!
 //!   then publish: `(tag, RESERVED) → (tag, new)`. If that fails, our reservation was killed:
-//!   retry from the start. Nobody ever decides on a reserved slot, so killing one loses nothing.
+//!   clear its tombstone and retry from the start. Nobody ever decides on a reserved slot, so
+//!   killing one loses nothing.
+//! - **Kill**: compare-and-swap another inserter's `(tag, RESERVED)` to the tombstone
+//!   `(0, RESERVED)`, which only that inserter clears (to empty), when it next runs and finds
+//!   its publish or its release failing. Not to empty: every reservation of a key is the same
+//!   word, so a slot emptied under a stalled inserter could be reserved again by a third
+//!   inserter of the key, and the stalled one's publish, comparing values, would land on that
+//!   reservation with a decision computed before the key went live elsewhere: two live slots,
+//!   and a second burst admitted from a fresh state (the loom model `three_inserts_of_one_key`
+//!   found it). A tombstone is nobody's key and never claimed, so until its owner runs again the
+//!   slot is out of use: one slot for each inserter stalled in the middle of an insert and
+//!   overtaken.
 //! - **Overflow**: neither group has an empty or idle slot. The limiter's policy applies: deny,
 //!   allow without recording, or evict the least-constrained entry (one that still has capacity,
 //!   closest to its reset), never one that is being limited.
@@ -46,10 +57,12 @@
 //! fence, and then read the other's slot. With both fences `SeqCst`, at least one of them reads the
 //! other's reservation (or what replaced it): store buffering is ruled out. Whoever sees the other
 //! applies the rules above: the lower reservation wins, and the only way a second live slot could
-//! appear is by a publisher that saw no conflict, which the fence argument excludes. The loom
-//! models in `loom-tests/tests/keyed.rs` check this with two racing inserters, a claim of the last
-//! free slot by two keys, and a decision racing the reuse of its own idle slot or the eviction of
-//! its live one.
+//! appear is by a publisher that saw no conflict, which the fence argument excludes, or by a
+//! publish that lands on a reservation other than the one its scan vouched for, which the
+//! tombstones exclude: a killed reservation never becomes `(tag, RESERVED)` again before its owner
+//! has tried to publish it. The loom models in `loom-tests/tests/keyed.rs` check this with two and
+//! three racing inserters of one key, a claim of the last free slot by two keys, and a decision
+//! racing the reuse of its own idle slot or the eviction of its live one.
 //!
 //! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
 //! with it (a cheaper instruction, but not by much: in a scratch copy of the crate, not kept,
@@ -95,6 +108,10 @@ const SLOTS_PER_LINE: usize = 64 / core::mem::size_of::<AtomicU128>();
 /// The state word of a slot being claimed; never an algorithm's state (see [`Algorithm`]).
 const RESERVED: u64 = u64::MAX;
 
+/// A killed reservation, until its owner clears it: tag 0, which no key has (a hash of 0 is
+/// tagged 1), so no lookup matches it, and the reserved state, so no insert claims it.
+const KILLED: u128 = pack(0, RESERVED);
+
 /// How many times an inserter gives way to another inserter of the same key before it treats
 /// that one as stalled and kills its reservation (which keeps inserts lock-free).
 #[cfg(not(tollgate_loom))]
@@ -135,8 +152,9 @@ impl Group {
 /// nothing).
 #[derive(Default)]
 pub(super) struct ShardStats {
-    /// Non-empty slots (incremented on a claim of an empty slot, decremented on a release or
-    /// kill back to empty); wrapping, since a release may be counted before the claim it undoes.
+    /// Non-empty slots (incremented on a claim of an empty slot, decremented when a reservation,
+    /// or the tombstone of a killed one, is emptied); wrapping, since a relaxed decrement may be
+    /// counted before the increment of the claim that first filled its slot.
     occupied: AtomicU64,
     reuses: AtomicU64,
     evictions: AtomicU64,
@@ -548,8 +566,11 @@ impl Table {
         match wide.compare_exchange(slot, reserved, pack(probe.tag, fresh)) {
             Ok(_) => Inserted::Done,
             // Killed by an inserter of the same key at a lower slot, or one that ran out of
-            // patience with us: start again.
-            Err(_) => Inserted::Retry,
+            // patience with us: clear the tombstone and start again.
+            Err(_) => {
+                self.release(wide, probe, i);
+                Inserted::Retry
+            }
         }
     }
 
@@ -579,8 +600,8 @@ impl Table {
                 *patience -= 1;
                 return false;
             }
-            if wide.compare_exchange(slot, word, 0).is_ok() {
-                self.stats(probe).occupied.fetch_sub(1, Relaxed);
+            // Killed, the slot stays occupied (by the tombstone) until its owner clears it.
+            if wide.compare_exchange(slot, word, KILLED).is_ok() {
                 i += 1;
             }
             // On failure the slot changed under us: look at it again.
@@ -588,13 +609,19 @@ impl Table {
         true
     }
 
-    /// Gives up our reservation at scan position `i` (unless someone already killed it).
+    /// Empties our reservation at scan position `i`, or its tombstone if another inserter killed
+    /// it: either is still there, since nobody but us changes a tombstone, and a reservation only
+    /// by killing it.
     fn release<W: Wide>(&self, wide: W, probe: &Probe, i: usize) {
-        let reserved = pack(probe.tag, RESERVED);
-        if wide
-            .compare_exchange(self.slot(probe, i), reserved, 0)
-            .is_ok()
-        {
+        let slot = self.slot(probe, i);
+        let emptied = wide
+            .compare_exchange(slot, pack(probe.tag, RESERVED), 0)
+            .or_else(|_| wide.compare_exchange(slot, KILLED, 0));
+        debug_assert!(
+            emptied.is_ok(),
+            "a reservation changed other than by a kill"
+        );
+        if emptied.is_ok() {
             self.stats(probe).occupied.fetch_sub(1, Relaxed);
         }
     }
@@ -620,7 +647,7 @@ impl Table {
             stats.evictions += shard.evictions.load(Relaxed);
             stats.overflows += shard.overflows.load(Relaxed);
         }
-        // Transiently "negative" while a release is counted before its claim.
+        // Transiently "negative" while a release is counted before its slot's first claim.
         stats.occupied = (occupied as i64).max(0) as usize;
         stats
     }
