@@ -67,7 +67,9 @@ pub struct KeyedStats {
     /// little more than `capacity / 0.68`), keys for a
     /// [`KeyedSlidingLog`](crate::KeyedSlidingLog) (`capacity`, rounded up to whole shards).
     pub slots: usize,
-    /// Keys held (live, or idle and not yet reused).
+    /// Keys held (live, or idle and not yet reused), plus, in a
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter), the slots that inserts in progress are
+    /// claiming at this moment.
     pub occupied: usize,
     /// Idle keys whose room went to a new key.
     pub reuses: u64,
