@@ -71,9 +71,9 @@
 //! to equal `old`, so it would be safe only if a slot's state never came back to an earlier value
 //! across owners. Two things break that. An eviction hands a live slot, whose state can be ahead
 //! of the clock, to a key whose fresh state is below it. And any change of owner (an idle slot
-//! reused, or a slot emptied by a killed reservation and claimed again) under a clock that is
-//! behind (a `ManualClock` set back, counters skewed between cores) gives the new key states below
-//! the old one's. Either way the new key's state can climb back to exactly `old`. The tag in the
+//! reused, or a slot emptied by a released reservation or a cleared tombstone and claimed again)
+//! under a clock that is behind (a `ManualClock` set back, counters skewed between cores) gives
+//! the new key states below the old one's. Either way the new key's state can climb back to exactly `old`. The tag in the
 //! compare rules both out.
 //!
 //! Nor can the state be made to climb for good across owners without giving something up. A key's
