@@ -65,6 +65,12 @@ pub type DefaultKeyHasher = ahash::RandomState;
 /// reusing thread's clock reading; a request for the key whose own reading is older than that
 /// (a thread preempted between its clock read and its lookup) is then decided as for a fresh key.
 ///
+/// Checks of a key that has a slot are lock-free, as a [`RateLimiter`](crate::RateLimiter)'s are.
+/// The first requests of a new key, racing each other to insert it, are non-blocking but not
+/// lock-free: a thread stalled in the middle of inserting a key is overtaken by the key's other
+/// inserters after a bounded wait, and other keys never wait for it, but two inserters of one key
+/// that a scheduler kept in lockstep could keep undoing each other's claims.
+///
 /// ```
 /// use std::net::IpAddr;
 /// use tollgate::{KeyedRateLimiter, Quota};

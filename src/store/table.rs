@@ -64,6 +64,19 @@
 //! three racing inserters of one key, a claim of the last free slot by two keys, and a decision
 //! racing the reuse of its own idle slot or the eviction of its live one.
 //!
+//! **Progress.** A decision on a live slot is lock-free: its compare-and-swap fails only because
+//! another one succeeded. An insert is non-blocking, but between inserters of the *same new key*
+//! only obstruction-free. A stalled inserter (preempted between its claim and its publish) holds
+//! nobody up for long: the others of its key give way for at most `PATIENCE` (64) yields, then kill
+//! its reservation, and an inserter that runs alone finishes. But an inserter that has run out of
+//! patience kills a lower reservation while that reservation's owner, not stalled at all, kills the
+//! higher one: both publishes fail, both start again, and a scheduler that kept pairing the two
+//! that way would starve both. Nothing else is held up: no other key's operation ever touches a
+//! reservation or a tombstone of this key. Lock-freedom here would need one inserter to finish the
+//! other's insert (helping), and a publish by anyone but the reservation's owner would reopen the
+//! identical-word hazard that the tombstones close: the owner could no longer tell its own
+//! reservation from a later one of the same key.
+//!
 //! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
 //! with it (a cheaper instruction, but not by much: in a scratch copy of the crate, not kept,
 //! `check_key` took 0.94-0.97 of the time with it; `benches/README.md`, "Where a check's time
@@ -73,8 +86,8 @@
 //! of the clock, to a key whose fresh state is below it. And any change of owner (an idle slot
 //! reused, or a slot emptied by a released reservation or a cleared tombstone and claimed again)
 //! under a clock that is behind (a `ManualClock` set back, counters skewed between cores) gives
-//! the new key states below the old one's. Either way the new key's state can climb back to exactly `old`. The tag in the
-//! compare rules both out.
+//! the new key states below the old one's. Either way the new key's state can climb back to
+//! exactly `old`. The tag in the compare rules both out.
 //!
 //! Nor can the state be made to climb for good across owners without giving something up. A key's
 //! own writes already climb: a GCRA time only moves up, and a window counter's index sits above its
@@ -113,7 +126,8 @@ const RESERVED: u64 = u64::MAX;
 const KILLED: u128 = pack(0, RESERVED);
 
 /// How many times an inserter gives way to another inserter of the same key before it treats
-/// that one as stalled and kills its reservation (which keeps inserts lock-free).
+/// that one as stalled and kills its reservation, so that a stalled inserter cannot hold up its
+/// key's other inserters (see "Progress" in the module docs).
 #[cfg(not(tollgate_loom))]
 const PATIENCE: u32 = 64;
 #[cfg(tollgate_loom)]
