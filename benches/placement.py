@@ -19,6 +19,8 @@ full (a lookup that finds the key there need not wait for a second group's lines
 - two random groups, the less loaded (the table's design; ties go to the first group);
 - the group and its neighbour, the less loaded ("spilling to a neighbour group": both groups are
   one 256-byte span of memory, so a lookup would wait for one fetch instead of two);
+- two groups of one 4 KiB page, the less loaded (the second group random among the 32 groups of
+  the first one's page: a lookup would miss the TLB once instead of twice);
 - one group only (a lookup waits for one group; nothing to choose);
 - two random groups, biased: the first group while it holds fewer than k live keys, else the
   less loaded (a lookup could then try the first group alone, and most often stop there).
@@ -33,6 +35,7 @@ import collections
 import random
 
 GROUP = 8
+PAGE_GROUPS = 4096 // 128  # 128-byte groups in a 4 KiB page
 
 
 def simulate(capacity, rounds, load, choose, seed=1):
@@ -85,6 +88,16 @@ def neighbours(rnd, groups, live):
     return (b, False) if live[b] < live[a] else (a, True)
 
 
+def same_page(rnd, groups, live):
+    a = rnd.randrange(groups)
+    page = a - a % PAGE_GROUPS
+    size = min(PAGE_GROUPS, groups - page)
+    b = page + (a - page + 1 + rnd.randrange(max(size - 1, 1))) % size
+    if live[a] >= GROUP and live[b] >= GROUP:
+        return None
+    return (b, False) if live[b] < live[a] else (a, True)
+
+
 def one_group(rnd, groups, live):
     a = rnd.randrange(groups)
     return None if live[a] >= GROUP else (a, True)
@@ -99,6 +112,7 @@ def main():
     variants = [
         ("two random groups, less loaded (the design)", two_random()),
         ("a group and its neighbour, less loaded", neighbours),
+        ("two groups of one 4 KiB page, less loaded", same_page),
         ("one group", one_group),
     ] + [(f"two random groups, first while under {k}", two_random(k)) for k in (5, 6, 7)]
     print(
