@@ -353,8 +353,10 @@ impl fmt::Debug for CoarseClock {
 impl Clock for CoarseClock {
     #[inline]
     fn now(&self) -> Nanos {
-        // The stamp only grows (one writer, reading a monotonic clock); a clock created just
-        // after a refresh may still see the stamp before it, hence the saturation.
+        // A reading is never older than the epoch this clock loaded (coherence: a later load, or
+        // one in a thread that the clock was sent to, sees that stamp or a newer one). But the
+        // stamp itself can step back: the upkeep thread may move to a core whose counter lags,
+        // and its `TscClock` readings move back with it. Saturate rather than wrap.
         Nanos::from_nanos(STAMP.load(Ordering::Relaxed).saturating_sub(self.epoch))
     }
 }
