@@ -61,7 +61,9 @@
 //! with hashes seeded at random per limiter so collisions cannot be aimed. When a key's probe
 //! groups are full of live keys an [`Overflow`] policy applies, and a key that is being limited
 //! never gets its quota back because others flooded in. GCRA tables take a per-call quota for
-//! tiers ([`KeyedRateLimiter::check_key_with`]). A server that receives requests in batches can
+//! tiers ([`KeyedRateLimiter::check_key_with`]), and forget one key on request
+//! ([`KeyedRateLimiter::reset_key`]: a block lifted, a login limit cleared by a successful
+//! login). A server that receives requests in batches can
 //! decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full decision per
 //! request, [`KeyedRateLimiter::decide_keys`]), which overlaps their table lookups: over a table
 //! larger than the caches, a fraction of a memory latency per key instead of one.

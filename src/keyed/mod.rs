@@ -276,6 +276,33 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         self.algorithm.decide(self.table.state(&probe), now, 0).0
     }
 
+    /// Forgets what `key` has consumed: its next request is decided as a new key's. For an
+    /// operator lifting a block, or a login limit cleared by a successful login.
+    ///
+    /// The reset is ordered with the key's decisions as one more of them: a request racing it
+    /// is decided either before it (and then forgotten) or after it (on the fresh state). It
+    /// never inserts the key, and leaves the key's slot idle, free for another key: the memory is
+    /// the table's, fixed, whatever is reset. Another key whose 64-bit hash equals this key's is
+    /// reset with it (see the crate docs on collisions).
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let logins = KeyedRateLimiter::<str>::gcra(Quota::per_minute(3).unwrap(), 1_000).unwrap();
+    /// for _ in 0..3 {
+    ///     logins.check_key("alice").unwrap(); // failed attempts
+    /// }
+    /// assert!(logins.check_key("alice").is_err());
+    /// logins.reset_key("alice"); // the password was right after all
+    /// assert_eq!(logins.peek_key("alice").remaining(), 3);
+    /// ```
+    pub fn reset_key<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.table.reset(&self.probe(key));
+    }
+
     /// The table's counters: capacity, slots, occupied slots, reuses, evictions, overflows.
     ///
     /// ```

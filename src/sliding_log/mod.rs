@@ -322,6 +322,31 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         self.decide(self.hasher.hash_one(key), 0)
     }
 
+    /// Forgets what `key` has consumed: drops its log, so that its next request is decided as a
+    /// new key's. For an operator lifting a block, or a login limit cleared by a successful login.
+    ///
+    /// Under the shard's lock, so a request racing it is decided either before it (and then
+    /// forgotten) or after it. Another key whose 64-bit hash equals this key's is reset with it.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(2).unwrap()).build::<str>().unwrap();
+    /// log.check_key("alice").unwrap();
+    /// log.check_key("alice").unwrap();
+    /// assert!(log.check_key("alice").is_err());
+    /// log.reset_key("alice");
+    /// assert_eq!(log.peek_key("alice").remaining(), 2);
+    /// assert_eq!(log.stats().occupied, 0);
+    /// ```
+    pub fn reset_key<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        lock(self.shard(hash)).remove(hash);
+    }
+
     /// Keys held, and how often room had to be made.
     ///
     /// ```
@@ -363,10 +388,15 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
             + core::mem::size_of_val(&*self.shards)
     }
 
+    /// The shard that holds the logs of keys with `hash`: picked by the hash's high bits.
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        let index = ((hash as u128 * self.shards.len() as u128) >> 64) as usize;
+        &self.shards[index]
+    }
+
     fn decide(&self, hash: u64, cost: u64) -> Decision {
         let now = self.clock.now();
-        let shard_index = ((hash as u128 * self.shards.len() as u128) >> 64) as usize;
-        let mut shard = lock(&self.shards[shard_index]);
+        let mut shard = lock(self.shard(hash));
         if let Some(log) = shard.log_mut(hash) {
             let before = log.newest();
             let decision = self.config.decide(log, now, cost);

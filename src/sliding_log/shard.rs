@@ -214,9 +214,14 @@ impl Shard {
             .expect("the write order links only keys in the map")
     }
 
-    fn remove(&mut self, key: u64) {
+    /// Drops `key`'s log, if it has one; `false` if it had none.
+    pub(super) fn remove(&mut self, key: u64) -> bool {
+        if !self.logs.contains_key(&key) {
+            return false;
+        }
         self.unlink(key);
         self.logs.remove(&key);
+        true
     }
 
     /// Takes `key`'s log out of the write order (it stays in the map), joining its neighbours.

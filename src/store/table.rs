@@ -49,6 +49,9 @@
 //!   found it). A tombstone is nobody's key and never claimed, so until its owner runs again the
 //!   slot is out of use: one slot for each inserter stalled in the middle of an insert and
 //!   overtaken.
+//! - **Reset** (the key is forgotten on request): a decision whose new state is the fresh word,
+//!   on the key's live slot if it has one; the slot stays the key's, idle. A key with only a
+//!   reservation is not waited for: its inserter decides on the fresh state anyway.
 //! - **Overflow**: neither group has an empty or idle slot. The limiter's policy applies: deny,
 //!   allow without recording, or evict the least-constrained entry (one that still has capacity,
 //!   closest to its reset), never one that is being limited.
@@ -61,8 +64,9 @@
 //! publish that lands on a reservation other than the one its scan vouched for, which the
 //! tombstones exclude: a killed reservation never becomes `(tag, RESERVED)` again before its owner
 //! has tried to publish it. The loom models in `loom-tests/tests/keyed.rs` check this with two and
-//! three racing inserters of one key, a claim of the last free slot by two keys, and a decision
-//! racing the reuse of its own idle slot or the eviction of its live one.
+//! three racing inserters of one key, a claim of the last free slot by two keys, a decision
+//! racing the reuse of its own idle slot or the eviction of its live one, and a reset racing a
+//! decision, an insert, or a reuse.
 //!
 //! **Progress.** A decision on a live slot is lock-free: its compare-and-swap fails only because
 //! another one succeeded. An insert is non-blocking, but between inserters of the *same new key*
@@ -352,6 +356,35 @@ impl Table {
             None => self.find(Portable, probe),
         };
         found.map_or(0, |(_, word)| state_of(word))
+    }
+
+    /// Puts the probe's key back to the fresh state, if it has a slot; never inserts it. The slot
+    /// stays the key's, now idle: the key's next request is decided as a new key's, and the slot
+    /// is free for reuse by another key.
+    ///
+    /// It is a decision like any other (a compare-and-swap of the whole word from the state it
+    /// read to the fresh one), so it is ordered with the key's other decisions. An insert of the
+    /// key still in progress (a reservation, not yet published) is not waited for: it decides on
+    /// the fresh state, which is what the reset leaves, so the reset is ordered before it.
+    pub(crate) fn reset(&self, probe: &Probe) {
+        match self.native {
+            Some(native) => self.reset_with(native, probe),
+            None => self.reset_with(Portable, probe),
+        }
+    }
+
+    fn reset_with<W: Wide>(&self, wide: W, probe: &Probe) {
+        let mut to_fresh = |_| ((), 0);
+        while let Some((slot, word)) = self.find(wide, probe) {
+            if self
+                .decide(wide, slot, word, probe.tag, &mut to_fresh)
+                .is_some()
+            {
+                return;
+            }
+            // The slot went to another key under us (ours was idle): look again, in case the
+            // key was inserted elsewhere since.
+        }
     }
 
     /// Applies `step` to the state of the probe's key, inserting the key if it is absent and `step`
