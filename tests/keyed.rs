@@ -20,14 +20,15 @@ fn seeded(seed: u64) -> ahash::RandomState {
     ahash::RandomState::with_seeds(seed, seed ^ 0x5555, seed.rotate_left(17), 42)
 }
 
-/// Replays `ops` (key, clock step in 1/100 of the period, backwards allowed, cost) through a keyed
-/// limiter and through a map of direct limiters and reference models, one per key, demanding the
-/// same decision, every field, at every step.
+/// Replays `ops` (key, clock step in 1/100 of the period, backwards allowed, cost, and whether the
+/// op resets the key instead) through a keyed limiter and through a map of direct limiters and
+/// reference models, one per key, demanding the same decision, every field, at every step. A
+/// reset key decides as a new one: a new direct limiter and a new model stand for it.
 fn equivalent<A, M>(
     algorithm: A,
     model: impl Fn() -> M,
     period: u64,
-    ops: &[(u8, i16, u64)],
+    ops: &[(u8, i16, u64, bool)],
 ) -> Result<(), TestCaseError>
 where
     A: Algorithm + Clone,
@@ -43,7 +44,7 @@ where
     let mut models: HashMap<u8, M> = HashMap::new();
     let unit = (period / 100).max(1);
     let capacity = algorithm.capacity();
-    for (i, &(key, step, cost)) in ops.iter().enumerate() {
+    for (i, &(key, step, cost, reset)) in ops.iter().enumerate() {
         let now = clock.now().as_nanos();
         let next = if step >= 0 {
             now.saturating_add(step as u64 * unit)
@@ -51,6 +52,13 @@ where
             now.saturating_sub(step.unsigned_abs() as u64 * unit)
         };
         clock.set(Duration::from_nanos(next));
+        if reset {
+            keyed.reset_key(&key);
+            direct.insert(key, RateLimiter::with_clock(algorithm.clone(), &clock));
+            models.insert(key, model());
+            prop_assert_eq!(keyed.peek_key(&key), direct[&key].peek(), "op {}: reset", i);
+            continue;
+        }
         let cost = cost % (capacity + 2);
         let expected = direct
             .entry(key)
@@ -85,10 +93,19 @@ where
     Ok(())
 }
 
-fn ops() -> impl Strategy<Value = Vec<(u8, i16, u64)>> {
+fn ops() -> impl Strategy<Value = Vec<(u8, i16, u64, bool)>> {
     // At most 8 distinct keys: a probe group holds 8, so no key ever needs another's slot and the
-    // keyed limiter must remember every key exactly, even when the clock runs backwards.
-    prop::collection::vec((0u8..8, -50i16..200, any::<u64>()), 1..300)
+    // keyed limiter must remember every key exactly, even when the clock runs backwards. One op
+    // in 20 is a reset.
+    prop::collection::vec(
+        (
+            0u8..8,
+            -50i16..200,
+            any::<u64>(),
+            prop::bool::weighted(0.05),
+        ),
+        1..300,
+    )
 }
 
 proptest! {
@@ -114,18 +131,18 @@ proptest! {
 
     /// Many keys, time that only moves forwards, overflows allowed or denied: slots of idle keys
     /// are reused, and a reused key's state is equivalent to fresh, so every decision still
-    /// equals that of its key's own limiter, for each algorithm.
+    /// equals that of its key's own limiter, for each algorithm; one op in 20 is a reset.
     #[test]
-    fn reuse_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, deny in any::<bool>(), ops in prop::collection::vec((0u16..600, 0u16..40, 0u64..4), 1..2_000)) {
+    fn reuse_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, deny in any::<bool>(), ops in prop::collection::vec((0u16..600, 0u16..40, prop_oneof![19 => 0u64..4, 1 => Just(RESET)]), 1..2_000)) {
         let overflow = if deny { Overflow::Deny } else { Overflow::Allow };
         many_keys_replay_with(algorithm, overflow, seed, &ops)?;
     }
 
     /// Many keys under eviction, time that only moves forwards: every recorded decision equals
     /// its key's own limiter's, and each eviction changes exactly one other key, one that was
-    /// not being limited, back to fresh, for each algorithm.
+    /// not being limited, back to fresh, for each algorithm; one op in 20 is a reset.
     #[test]
-    fn eviction_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], 0u64..4), 1..600)) {
+    fn eviction_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![19 => 0u64..4, 1 => Just(RESET)]), 1..600)) {
         many_keys_replay_with(algorithm, Overflow::EvictLeastConstrained, seed, &ops)?;
     }
 }
@@ -153,7 +170,9 @@ fn small_table<A: Algorithm>(
 /// request against one direct limiter per key: each recorded decision field for field, each
 /// overflow unrecorded and decided as its policy says, and no other key changed except by an
 /// eviction, exactly one per eviction and never a key being limited. Costs run from 0 (a peek,
-/// which never inserts) to past the capacity (an error for both). Returns the table's counters.
+/// which never inserts) to past the capacity (an error for both); a cost of [`RESET`] resets the
+/// key instead, which must leave it fresh and every other key and counter as they were. Returns
+/// the table's counters.
 fn many_keys_replay<A: Algorithm + Clone>(
     algorithm: A,
     overflow: Overflow,
@@ -165,12 +184,19 @@ fn many_keys_replay<A: Algorithm + Clone>(
     for &(key, step_ms, cost) in ops {
         clock.advance(Duration::from_millis(step_ms as u64));
         // The table's answer itself is what the differential has checked.
-        let _answer = diff
-            .step(&key, cost)
-            .map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
+        let checked = if cost == RESET {
+            diff.reset(&key)
+        } else {
+            diff.step(&key, cost).map(drop)
+        };
+        checked.map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
     }
     Ok(diff.limiter().stats())
 }
+
+/// The cost that stands for a reset in [`many_keys_replay`]'s ops: past every cost its
+/// algorithms are asked for (they admit 2, and 3 is the error of one too many).
+const RESET: u64 = 4;
 
 /// [`many_keys_replay`] of the algorithm numbered `algorithm` (GCRA, the sliding window, the fixed
 /// window), each admitting 2 every 2 s (GCRA: one a second, bursts of 2): a key that spends its

@@ -103,7 +103,8 @@ proptest! {
 
     /// With room for every key, the keyed log decides exactly as one reference log per key:
     /// verdicts and remaining, also when the clock runs backwards; retry and reset times are
-    /// exact against the model.
+    /// exact against the model. A cost of 13 resets the key instead: a new reference log stands
+    /// for it from then on.
     #[test]
     fn keyed_log_is_a_map_of_reference_logs(
         limit in 1u64..12,
@@ -122,6 +123,12 @@ proptest! {
             let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
             clock.set(Duration::from_nanos(now.max(0) as u64));
             let now = clock.now();
+            if cost == 13 {
+                keyed.reset_key(&key);
+                models.insert(key, SlidingLog::new(&quota));
+                prop_assert_eq!(keyed.peek_key(&key).remaining(), limit, "op {}: reset", i);
+                continue;
+            }
             let model = models.entry(key).or_insert_with(|| SlidingLog::new(&quota));
             let before = model.clone();
             let verdict = model.decide(now, cost);
@@ -156,13 +163,14 @@ proptest! {
 
     /// A full shard under every overflow policy decides, reuses, evicts and overflows exactly as
     /// the documented policy written the obvious way ([`FullLog`]), with more keys than room,
-    /// limits small enough that logs fill, and a clock that also goes backwards.
+    /// limits small enough that logs fill, and a clock that also goes backwards. A cost of 4
+    /// resets the key instead: its log leaves the shard, the others keep their order.
     #[test]
     fn a_full_shard_follows_its_documented_policy(
         capacity in 1usize..24,
         limit in 1u64..4,
         policy in prop::sample::select(vec![Overflow::Deny, Overflow::Allow, Overflow::EvictLeastConstrained]),
-        ops in prop::collection::vec((0u8..40, 0u64..4, 0usize..6), 1..400),
+        ops in prop::collection::vec((0u8..40, 0u64..5, 0usize..6), 1..400),
     ) {
         let quota = Quota::per_minute(limit).unwrap();
         let clock = ManualClock::new();
@@ -189,10 +197,15 @@ proptest! {
             let now = (clock.now().as_nanos() as i64 + steps_ms[step] * 1_000_000).max(0);
             clock.set(Duration::from_nanos(now as u64));
             let now = now as u64;
-            let cost = cost.min(limit);
-            let decision = keyed.decide_key(&key, cost).unwrap();
-            let expected = model.decide(key, cost, now);
-            prop_assert_eq!((decision.is_allowed(), decision.remaining()), expected, "op {}", i);
+            if cost == 4 {
+                keyed.reset_key(&key);
+                model.logs.retain(|entry| entry.0 != key);
+            } else {
+                let cost = cost.min(limit);
+                let decision = keyed.decide_key(&key, cost).unwrap();
+                let expected = model.decide(key, cost, now);
+                prop_assert_eq!((decision.is_allowed(), decision.remaining()), expected, "op {}", i);
+            }
             let stats = keyed.stats();
             prop_assert_eq!(
                 (stats.occupied, stats.reuses, stats.evictions, stats.overflows),

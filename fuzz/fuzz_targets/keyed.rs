@@ -5,13 +5,15 @@
 //! - **few keys, any clock**: at most 8 distinct keys (a probe group holds 8, so no key ever
 //!   needs another's slot), time steps forwards and backwards. Every decision of the keyed
 //!   limiter must equal, field for field, that of a direct limiter per key; the keyed sliding log
-//!   must equal a reference log per key.
+//!   must equal a reference log per key. A cost byte of 255 resets the key instead, in both
+//!   limiters: from then on it must decide as a new key, against a new reference.
 //! - **many keys, a tiny table, time that only moves forwards**, under the overflow policy the
 //!   input picks: slots are reused, keys overflow, and (under eviction) entries are evicted.
 //!   `tollgate::reference::KeyedDifferential` checks every request against one direct limiter
 //!   per key: every recorded decision field for field; an overflow concerns a key that was
 //!   absent and is recorded nowhere; every other key keeps its state, except that each eviction
-//!   changes exactly one key, one that was not being limited, back to fresh.
+//!   changes exactly one key, one that was not being limited, back to fresh. A cost byte of 255
+//!   resets the key instead: it must peek as fresh after it, and no other key or counter move.
 //! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
 //!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
 //!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
@@ -90,6 +92,9 @@ fuzz_target!(|input: Input| {
     }
 });
 
+/// The cost byte that stands for a reset of the key instead of a request.
+const RESET: u8 = u8::MAX;
+
 fn run<A: Algorithm + Clone>(algorithm: A, quota: &Quota, input: &Input, ops: &[(u16, i16, u8)]) {
     let hasher = ahash::RandomState::with_seeds(input.seed, 1, 2, 3);
     match input.regime {
@@ -128,6 +133,15 @@ fn few_keys<A: Algorithm + Clone>(
         let key = key % 8;
         let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;
         clock.set(Duration::from_nanos(now.max(0) as u64));
+        if cost == RESET {
+            // Both forget the key: from here on it decides as a new one.
+            keyed.reset_key(&key);
+            logs.reset_key(&key);
+            direct.insert(key, RateLimiter::with_clock(algorithm.clone(), &clock));
+            references.insert(key, SlidingLog::new(quota));
+            assert_eq!(keyed.peek_key(&key), direct[&key].peek());
+            continue;
+        }
         let cost = cost as u64 % (limit.max(quota.burst()) + 2);
         let expected = direct
             .entry(key)
@@ -165,8 +179,13 @@ fn many_keys<A: Algorithm + Clone>(
     let mut diff = KeyedDifferential::new(table(algorithm, 8, overflow, &clock, hasher));
     for &(key, step, cost) in ops {
         clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
-        let cost = cost as u64 % (capacity + 2);
-        if let Err(mismatch) = diff.step(&(key % 64), cost) {
+        let checked = if cost == RESET {
+            diff.reset(&(key % 64))
+        } else {
+            diff.step(&(key % 64), cost as u64 % (capacity + 2))
+                .map(drop)
+        };
+        if let Err(mismatch) = checked {
             panic!("{mismatch}");
         }
     }

@@ -26,6 +26,8 @@ use crate::store::Overflow;
 ///   remaining;
 /// - every other key's peek equals its limiter's, except that each eviction changes exactly one
 ///   key, one that had capacity left (it was not being limited), back to fresh.
+/// - a reset ([`reset`](KeyedDifferential::reset)) leaves its key fresh, every other key as it
+///   was, and every counter where it was.
 ///
 /// Limiters that are back to fresh are dropped, since a fresh limiter decides as they would,
 /// just as the table forgets an idle key. For every algorithm a state peeks as fresh exactly when
@@ -152,25 +154,18 @@ where
         key: &K,
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
-        let now = self.keyed.clock().now();
-        let step = self.steps;
-        self.steps += 1;
+        let (step, now) = self.begin();
         let fail = |what: String| {
             Err(Mismatch(format!(
                 "step {step}: {what} (key {key:?}, cost {cost}, now {} ns)",
                 now.as_nanos()
             )))
         };
-        if now < self.last {
-            return fail(format!(
-                "the clock went back from {} ns; idle keys need time that moves forwards",
-                self.last.as_nanos()
-            ));
+        if let Err(what) = self.check_time(now) {
+            return fail(what);
         }
-        self.last = now;
         let fresh = self.fresh();
         let fresh_peek = fresh.peek();
-        self.held.retain(|_, limiter| limiter.peek() != fresh_peek);
         let before = self.keyed.stats();
         let got = self.keyed.decide_key(key, cost);
         let after = self.keyed.stats();
@@ -198,15 +193,7 @@ where
                 return fail(format!("decided {got:?}, its own limiter {want:?}"));
             }
         }
-        // The keys held whose peek in the table is not their limiter's, with their limiter's.
-        let changed: Vec<(K, Decision)> = self
-            .held
-            .iter()
-            .filter(|&(other, _)| other != key)
-            .map(|(other, limiter)| (other, limiter.peek()))
-            .filter(|&(other, own)| self.keyed.peek_key(other) != own)
-            .map(|(other, own)| (other.clone(), own))
-            .collect();
+        let changed = self.changed(key);
         let evictions = after.evictions - before.evictions;
         if changed.len() as u64 != evictions {
             let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
@@ -223,6 +210,98 @@ where
             }
         }
         Ok(got)
+    }
+
+    /// Resets `key` on the table ([`KeyedRateLimiter::reset_key`]), and checks that the key
+    /// peeks as fresh afterwards, that no other key changed, and that no counter moved (a reset
+    /// inserts, reuses, evicts and overflows nothing). The key's own limiter is dropped: it is
+    /// fresh from here on, in the table as in the reference.
+    ///
+    /// # Errors
+    ///
+    /// The first disagreement, described with the step number, key and time; or a clock that
+    /// went back since the last step.
+    ///
+    /// ```
+    /// use tollgate::reference::KeyedDifferential;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    ///     .clock(&clock)
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// let mut diff = KeyedDifferential::new(table);
+    /// diff.step(&1, 5).unwrap();
+    /// diff.step(&2, 3).unwrap();
+    /// diff.reset(&1).unwrap();
+    /// assert_eq!(diff.limiter().peek_key(&1).remaining(), 5);
+    /// assert_eq!(diff.limiter().peek_key(&2).remaining(), 2);
+    /// ```
+    pub fn reset(&mut self, key: &K) -> Result<(), Mismatch> {
+        let (step, now) = self.begin();
+        let fail = |what: String| {
+            Err(Mismatch(format!(
+                "step {step}: {what} (reset of key {key:?}, now {} ns)",
+                now.as_nanos()
+            )))
+        };
+        if let Err(what) = self.check_time(now) {
+            return fail(what);
+        }
+        let before = self.keyed.stats();
+        self.keyed.reset_key(key);
+        let after = self.keyed.stats();
+        self.held.remove(key);
+        if after != before {
+            return fail(format!("the counters moved from {before:?} to {after:?}"));
+        }
+        let fresh_peek = self.fresh().peek();
+        let peek = self.keyed.peek_key(key);
+        if peek != fresh_peek {
+            return fail(format!(
+                "the key peeks as {peek:?} after its reset, not fresh"
+            ));
+        }
+        let changed = self.changed(key);
+        if !changed.is_empty() {
+            let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
+            return fail(format!("keys {keys:?} changed"));
+        }
+        Ok(())
+    }
+
+    /// Numbers a step and reads the clock for it.
+    fn begin(&mut self) -> (u64, Nanos) {
+        let step = self.steps;
+        self.steps += 1;
+        (step, self.keyed.clock().now())
+    }
+
+    /// Refuses a clock that went back since the last step; otherwise drops the limiters that are
+    /// back to fresh, as the table may forget their keys.
+    fn check_time(&mut self, now: Nanos) -> Result<(), String> {
+        if now < self.last {
+            return Err(format!(
+                "the clock went back from {} ns; idle keys need time that moves forwards",
+                self.last.as_nanos()
+            ));
+        }
+        self.last = now;
+        let fresh_peek = self.fresh().peek();
+        self.held.retain(|_, limiter| limiter.peek() != fresh_peek);
+        Ok(())
+    }
+
+    /// The keys held, other than `key`, whose peek in the table is not their limiter's, with
+    /// their limiter's.
+    fn changed(&self, key: &K) -> Vec<(K, Decision)> {
+        self.held
+            .iter()
+            .filter(|&(other, _)| other != key)
+            .map(|(other, limiter)| (other, limiter.peek()))
+            .filter(|&(other, own)| self.keyed.peek_key(other) != own)
+            .map(|(other, own)| (other.clone(), own))
+            .collect()
     }
 
     /// A direct limiter of the table's algorithm on its clock, in the fresh state.
