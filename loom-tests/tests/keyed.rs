@@ -10,6 +10,8 @@
 //!   on either side of a tick (the race the fence after a reservation exists for);
 //! - three threads inserting the same new key, so that one inserter can be overtaken: its
 //!   reservation killed, the key published elsewhere, and its slot wanted by the third.
+//! - a reset of key X racing a decision on X's slot, the insert of X, or the reuse of X's idle
+//!   slot by key Y.
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
@@ -283,5 +285,86 @@ fn three_inserts_of_one_key() {
             3 - admitted,
             "only a request with no room is denied"
         );
+    });
+}
+
+#[test]
+fn reset_races_a_decision_on_its_key() {
+    loom::model(|| {
+        // Three per hour: nothing goes idle while the model runs.
+        let limiter = table(Quota::per_hour(3).unwrap());
+        limiter.check_key(&C).unwrap();
+        limiter.check_key(&A).unwrap();
+        let decider = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.decide_key(&A, 1).unwrap())
+        };
+        let resetter = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.reset_key(&A))
+        };
+        let decision = decider.join().unwrap();
+        resetter.join().unwrap();
+        // The reset is one more decision on A's slot, ordered with the other: either the
+        // request came first (it saw A's earlier admission, and the reset then forgot both), or
+        // the reset did (the request was A's first since).
+        assert!(decision.is_allowed());
+        let after = limiter.peek_key(&A).remaining();
+        match decision.remaining() {
+            1 => assert_eq!(after, 3, "the request, then the reset"),
+            2 => assert_eq!(after, 2, "the reset, then the request"),
+            other => panic!("remaining {other} after the request"),
+        }
+        assert_eq!(limiter.peek_key(&C).remaining(), 2, "C untouched");
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 0, 0));
+    });
+}
+
+#[test]
+fn reset_races_the_insert_of_its_key() {
+    loom::model(|| {
+        let limiter = table(Quota::per_hour(3).unwrap());
+        let (inserter, resetter) = (spawn_check(&limiter, A), {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.reset_key(&A))
+        });
+        assert!(inserter.join().unwrap());
+        resetter.join().unwrap();
+        // A reset that finds only the insert's reservation does not wait for it: it is ordered
+        // before the insert, which decides on the fresh state. So A holds either the request
+        // (the reset first) or nothing (the reset after the publish), always in one slot.
+        let after = limiter.peek_key(&A).remaining();
+        assert!(after == 2 || after == 3, "remaining {after}");
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.reuses, stats.overflows), (1, 0, 0));
+    });
+}
+
+#[test]
+fn reset_races_the_reuse_of_its_idle_slot() {
+    loom::model(|| {
+        // X: 1 per second, C: 1 per hour (a premium tier), as in the reuse model above.
+        let limiter = table(Quota::per_second(1).unwrap());
+        let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+        const X: u64 = A;
+        const Y: u64 = B;
+        limiter.check_key_with(&C, &hourly, 1).unwrap();
+        limiter.check_key(&X).unwrap();
+        // One second later X is idle, C is not; the table is full, so Y needs X's slot.
+        limiter.clock().advance(Duration::from_secs(1));
+        let (y, resetter) = (spawn_check(&limiter, Y), {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.reset_key(&X))
+        });
+        // Whether the reset puts X's idle state back to fresh first or finds the slot gone to
+        // Y, Y gets the slot and keeps its admission: a reset compares the tag too.
+        assert!(y.join().unwrap());
+        resetter.join().unwrap();
+        assert_eq!(limiter.peek_key(&Y).remaining(), 0, "Y's admission kept");
+        assert_eq!(limiter.peek_key(&X).remaining(), 1, "X forgotten");
+        assert_eq!(limiter.peek_key(&C).remaining(), 0, "C untouched");
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 1, 0));
     });
 }
