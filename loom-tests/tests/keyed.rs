@@ -121,18 +121,26 @@ fn two_new_keys_race_for_the_last_empty_slot() {
     });
 }
 
+/// The keys of the reuse models: X's slot goes idle, and Y wants it.
+const X: u64 = A;
+const Y: u64 = B;
+
+/// A one-group table, both slots taken: C's, live for an hour, and `x`'s, idle. Keys run 1 per
+/// second; C is checked under a premium tier of 1 per hour in the same table. One second after
+/// its request `x`'s schedule is paid off; C's is not.
+fn full_table_with_idle(x: u64) -> Arc<Limiter> {
+    let limiter = table(Quota::per_second(1).unwrap());
+    let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+    limiter.check_key_with(&C, &hourly, 1).unwrap();
+    limiter.check_key(&x).unwrap();
+    limiter.clock().advance(Duration::from_secs(1));
+    limiter
+}
+
 #[test]
 fn decision_races_the_reuse_of_its_idle_slot() {
     loom::model(|| {
-        // X: 1 per second. C: 1 per hour (a premium tier in the same table), so C stays live.
-        let limiter = table(Quota::per_second(1).unwrap());
-        let hourly = Gcra::from(Quota::per_hour(1).unwrap());
-        const X: u64 = A;
-        const Y: u64 = B;
-        limiter.check_key_with(&C, &hourly, 1).unwrap();
-        limiter.check_key(&X).unwrap();
-        // One second later X is idle (its schedule is paid off), C is not; the table is full.
-        limiter.clock().advance(Duration::from_secs(1));
+        let limiter = full_table_with_idle(X);
         let (x, y) = (spawn_check(&limiter, X), spawn_check(&limiter, Y));
         let (x, y) = (x.join().unwrap(), y.join().unwrap());
         // Either X decided on its own slot first (admitted; then Y finds no room), or Y took
@@ -155,8 +163,6 @@ fn decision_races_the_eviction_of_its_slot() {
         // Two per hour, under eviction: a key with a request left is evictable, one with none
         // (being limited) is not, and nothing goes idle while the model runs.
         let limiter = table_with(Quota::per_hour(2).unwrap(), Overflow::EvictLeastConstrained);
-        const X: u64 = A;
-        const Y: u64 = B;
         limiter.check_key_n(&C, 2).unwrap();
         limiter.check_key(&X).unwrap();
         // The table is full: C is being limited, X has one request left.
@@ -344,15 +350,8 @@ fn reset_races_the_insert_of_its_key() {
 #[test]
 fn reset_races_the_reuse_of_its_idle_slot() {
     loom::model(|| {
-        // X: 1 per second, C: 1 per hour (a premium tier), as in the reuse model above.
-        let limiter = table(Quota::per_second(1).unwrap());
-        let hourly = Gcra::from(Quota::per_hour(1).unwrap());
-        const X: u64 = A;
-        const Y: u64 = B;
-        limiter.check_key_with(&C, &hourly, 1).unwrap();
-        limiter.check_key(&X).unwrap();
-        // One second later X is idle, C is not; the table is full, so Y needs X's slot.
-        limiter.clock().advance(Duration::from_secs(1));
+        // The table is full, so Y needs X's idle slot.
+        let limiter = full_table_with_idle(X);
         let (y, resetter) = (spawn_check(&limiter, Y), {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || limiter.reset_key(&X))
