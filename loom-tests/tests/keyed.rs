@@ -98,6 +98,11 @@ fn spawn_check(limiter: &Arc<Limiter>, key: u64) -> thread::JoinHandle<bool> {
     thread::spawn(move || limiter.check_key(&key).is_ok())
 }
 
+fn spawn_reset(limiter: &Arc<Limiter>, key: u64) -> thread::JoinHandle<()> {
+    let limiter = Arc::clone(limiter);
+    thread::spawn(move || limiter.reset_key(&key))
+}
+
 const C: u64 = 10;
 const A: u64 = 20;
 const B: u64 = 30;
@@ -305,10 +310,7 @@ fn reset_races_a_decision_on_its_key() {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || limiter.decide_key(&A, 1).unwrap())
         };
-        let resetter = {
-            let limiter = Arc::clone(&limiter);
-            thread::spawn(move || limiter.reset_key(&A))
-        };
+        let resetter = spawn_reset(&limiter, A);
         let decision = decider.join().unwrap();
         resetter.join().unwrap();
         // The reset is one more decision on A's slot, ordered with the other: either the
@@ -331,10 +333,7 @@ fn reset_races_a_decision_on_its_key() {
 fn reset_races_the_insert_of_its_key() {
     loom::model(|| {
         let limiter = table(Quota::per_hour(3).unwrap());
-        let (inserter, resetter) = (spawn_check(&limiter, A), {
-            let limiter = Arc::clone(&limiter);
-            thread::spawn(move || limiter.reset_key(&A))
-        });
+        let (inserter, resetter) = (spawn_check(&limiter, A), spawn_reset(&limiter, A));
         assert!(inserter.join().unwrap());
         resetter.join().unwrap();
         // A reset that finds only the insert's reservation does not wait for it: it is ordered
@@ -352,10 +351,7 @@ fn reset_races_the_reuse_of_its_idle_slot() {
     loom::model(|| {
         // The table is full, so Y needs X's idle slot.
         let limiter = full_table_with_idle(X);
-        let (y, resetter) = (spawn_check(&limiter, Y), {
-            let limiter = Arc::clone(&limiter);
-            thread::spawn(move || limiter.reset_key(&X))
-        });
+        let (y, resetter) = (spawn_check(&limiter, Y), spawn_reset(&limiter, X));
         // Whether the reset puts X's idle state back to fresh first or finds the slot gone to
         // Y, Y gets the slot and keeps its admission: a reset compares the tag too.
         assert!(y.join().unwrap());

@@ -154,16 +154,7 @@ where
         key: &K,
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
-        let (step, now) = self.begin();
-        let fail = |what: String| {
-            Err(Mismatch(format!(
-                "step {step}: {what} (key {key:?}, cost {cost}, now {} ns)",
-                now.as_nanos()
-            )))
-        };
-        if let Err(what) = self.check_time(now) {
-            return fail(what);
-        }
+        let at = self.begin(format!("key {key:?}, cost {cost}"))?;
         let fresh = self.fresh();
         let fresh_peek = fresh.peek();
         let before = self.keyed.stats();
@@ -171,12 +162,11 @@ where
         let after = self.keyed.stats();
         if after.overflows > before.overflows {
             if self.held.contains_key(key) {
-                return fail(
-                    "a key the table holds (its state not back to fresh) overflowed".into(),
-                );
+                return at
+                    .fail("a key the table holds (its state not back to fresh) overflowed".into());
             }
             if self.keyed.peek_key(key) != fresh_peek {
-                return fail("an overflow was recorded".into());
+                return at.fail("an overflow was recorded".into());
             }
             let policy = self.keyed.overflow();
             let denied = got.is_ok_and(|d| !d.is_allowed() && d.remaining() == 0);
@@ -185,28 +175,28 @@ where
                 _ => denied,
             };
             if !right {
-                return fail(format!("{policy:?} overflowed with {got:?}"));
+                return at.fail(format!("{policy:?} overflowed with {got:?}"));
             }
         } else {
             let want = self.held.entry(key.clone()).or_insert(fresh).decide(cost);
             if got != want {
-                return fail(format!("decided {got:?}, its own limiter {want:?}"));
+                return at.fail(format!("decided {got:?}, its own limiter {want:?}"));
             }
         }
         let changed = self.changed(key);
         let evictions = after.evictions - before.evictions;
         if changed.len() as u64 != evictions {
             let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
-            return fail(format!("keys {keys:?} changed, with {evictions} evictions"));
+            return at.fail(format!("keys {keys:?} changed, with {evictions} evictions"));
         }
         for (evicted, own) in changed {
             // Evicted: the key is fresh in the table now, and so is its limiter from here on.
             self.held.remove(&evicted);
             if own.remaining() == 0 {
-                return fail(format!("key {evicted:?} was evicted while limited"));
+                return at.fail(format!("key {evicted:?} was evicted while limited"));
             }
             if self.keyed.peek_key(&evicted) != fresh_peek {
-                return fail(format!("evicted key {evicted:?} is not fresh"));
+                return at.fail(format!("evicted key {evicted:?} is not fresh"));
             }
         }
         Ok(got)
@@ -238,58 +228,49 @@ where
     /// assert_eq!(diff.limiter().peek_key(&2).remaining(), 2);
     /// ```
     pub fn reset(&mut self, key: &K) -> Result<(), Mismatch> {
-        let (step, now) = self.begin();
-        let fail = |what: String| {
-            Err(Mismatch(format!(
-                "step {step}: {what} (reset of key {key:?}, now {} ns)",
-                now.as_nanos()
-            )))
-        };
-        if let Err(what) = self.check_time(now) {
-            return fail(what);
-        }
+        let at = self.begin(format!("reset of key {key:?}"))?;
         let before = self.keyed.stats();
         self.keyed.reset_key(key);
         let after = self.keyed.stats();
         self.held.remove(key);
         if after != before {
-            return fail(format!("the counters moved from {before:?} to {after:?}"));
+            return at.fail(format!("the counters moved from {before:?} to {after:?}"));
         }
         let fresh_peek = self.fresh().peek();
         let peek = self.keyed.peek_key(key);
         if peek != fresh_peek {
-            return fail(format!(
+            return at.fail(format!(
                 "the key peeks as {peek:?} after its reset, not fresh"
             ));
         }
         let changed = self.changed(key);
         if !changed.is_empty() {
             let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
-            return fail(format!("keys {keys:?} changed"));
+            return at.fail(format!("keys {keys:?} changed"));
         }
         Ok(())
     }
 
-    /// Numbers a step and reads the clock for it.
-    fn begin(&mut self) -> (u64, Nanos) {
-        let step = self.steps;
-        self.steps += 1;
-        (step, self.keyed.clock().now())
-    }
-
+    /// Starts a step on `request` (for its mismatch messages): numbers it and reads the clock.
     /// Refuses a clock that went back since the last step; otherwise drops the limiters that are
     /// back to fresh, as the table may forget their keys.
-    fn check_time(&mut self, now: Nanos) -> Result<(), String> {
-        if now < self.last {
-            return Err(format!(
+    fn begin(&mut self, request: String) -> Result<At, Mismatch> {
+        let at = At {
+            step: self.steps,
+            now: self.keyed.clock().now(),
+            request,
+        };
+        self.steps += 1;
+        if at.now < self.last {
+            return at.fail(format!(
                 "the clock went back from {} ns; idle keys need time that moves forwards",
                 self.last.as_nanos()
             ));
         }
-        self.last = now;
+        self.last = at.now;
         let fresh_peek = self.fresh().peek();
         self.held.retain(|_, limiter| limiter.peek() != fresh_peek);
-        Ok(())
+        Ok(at)
     }
 
     /// The keys held, other than `key`, whose peek in the table is not their limiter's, with
@@ -307,6 +288,25 @@ where
     /// A direct limiter of the table's algorithm on its clock, in the fresh state.
     fn fresh(&self) -> RateLimiter<A, C> {
         RateLimiter::with_clock(self.keyed.algorithm().clone(), self.keyed.clock().clone())
+    }
+}
+
+/// A step of a [`KeyedDifferential`]: its number, its time and its request, which every mismatch
+/// found in it names.
+struct At {
+    step: u64,
+    now: Nanos,
+    request: String,
+}
+
+impl At {
+    fn fail<T>(&self, what: String) -> Result<T, Mismatch> {
+        Err(Mismatch(format!(
+            "step {}: {what} ({}, now {} ns)",
+            self.step,
+            self.request,
+            self.now.as_nanos()
+        )))
     }
 }
 

@@ -214,14 +214,12 @@ impl Shard {
             .expect("the write order links only keys in the map")
     }
 
-    /// Drops `key`'s log, if it has one; `false` if it had none.
-    pub(super) fn remove(&mut self, key: u64) -> bool {
-        if !self.logs.contains_key(&key) {
-            return false;
+    /// Drops `key`'s log, if it has one.
+    pub(super) fn remove(&mut self, key: u64) {
+        if self.logs.contains_key(&key) {
+            self.unlink(key);
+            self.logs.remove(&key);
         }
-        self.unlink(key);
-        self.logs.remove(&key);
-        true
     }
 
     /// Takes `key`'s log out of the write order (it stays in the map), joining its neighbours.
