@@ -217,6 +217,25 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.algorithm.decide(self.state.load(), now, 0).0
     }
 
+    /// Forgets everything admitted so far: the next request is decided as a new limiter's. For a
+    /// limiter shared by reference, in an `Arc` or a `static`, which cannot be replaced: a quota
+    /// window that an operator reopens, or a limit that belongs to a session that has ended.
+    ///
+    /// The reset is ordered with the limiter's decisions: a request racing it is decided either
+    /// before it (and then forgotten) or after it (on the fresh state), never on a mix.
+    ///
+    /// ```
+    /// # use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_hour(3).unwrap());
+    /// limiter.check_n(3).unwrap();
+    /// assert!(limiter.check().is_err());
+    /// limiter.reset();
+    /// assert_eq!(limiter.peek().remaining(), 3);
+    /// ```
+    pub fn reset(&self) {
+        self.state.reset();
+    }
+
     /// The algorithm this limiter runs.
     ///
     /// ```

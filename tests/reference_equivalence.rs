@@ -5,6 +5,9 @@
 //! Beyond the verdicts, every step checks the reported numbers against the model (remaining,
 //! exact retry and reset times, the check path against the full decision): see
 //! `tollgate::reference::Differential`, which the fuzz targets drive too.
+//!
+//! A direct limiter on a manual clock makes the same decisions through its compare-and-swap loop,
+//! and after `reset` decides as a new limiter would.
 
 use std::time::Duration;
 
@@ -12,7 +15,9 @@ use proptest::prelude::*;
 use tollgate::reference::{
     Differential, FixedWindowCounter, Model, SlidingWindowCounter, TokenBucket, VirtualScheduling,
 };
-use tollgate::{Algorithm, FixedWindow, Gcra, Nanos, Quota, SlidingWindow, Transition};
+use tollgate::{
+    Algorithm, FixedWindow, Gcra, ManualClock, Nanos, Quota, RateLimiter, SlidingWindow, Transition,
+};
 
 /// How the clock moves before a request.
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +96,30 @@ fn ops() -> impl Strategy<Value = Vec<(Step, Cost)>> {
     prop::collection::vec((step(), cost()), 1..120)
 }
 
+/// The time after `step`, from `now`, in steps of `unit` (1/1000 of the period), kept within
+/// what a clock can read.
+fn advance(now: u64, step: Step, unit: u64) -> u64 {
+    match step {
+        Step::Forward(n) => now.saturating_add(n.saturating_mul(unit)),
+        Step::Leap(n) => now.saturating_add(n),
+        Step::Back(n) => now.saturating_sub(n.saturating_mul(unit)),
+        Step::To(t) => t,
+    }
+    .min(Nanos::MAX.as_nanos())
+}
+
+/// The cost in units, for an algorithm of this capacity.
+fn units(cost: Cost, capacity: u64) -> u64 {
+    match cost {
+        Cost::Zero => 0,
+        Cost::One => 1,
+        Cost::Some(n) => n.min(capacity),
+        Cost::Capacity => capacity,
+        Cost::AboveCapacity => capacity.saturating_add(1),
+        Cost::Max => u64::MAX,
+    }
+}
+
 /// Replays `ops` through the algorithm and the model, checking every step with
 /// [`Differential`].
 fn replay<A: Algorithm, M: Model + Clone>(
@@ -105,23 +134,79 @@ fn replay<A: Algorithm, M: Model + Clone>(
     let unit = (period / 1000).max(1);
     let mut now = 0u64;
     for &(step, cost) in ops {
-        now = match step {
-            Step::Forward(n) => now.saturating_add(n.saturating_mul(unit)),
-            Step::Leap(n) => now.saturating_add(n),
-            Step::Back(n) => now.saturating_sub(n.saturating_mul(unit)),
-            Step::To(t) => t,
-        }
-        .min(Nanos::MAX.as_nanos());
-        let cost = match cost {
-            Cost::Zero => 0,
-            Cost::One => 1,
-            Cost::Some(n) => n.min(capacity),
-            Cost::Capacity => capacity,
-            Cost::AboveCapacity => capacity.saturating_add(1),
-            Cost::Max => u64::MAX,
-        };
-        if let Err(mismatch) = diff.step(Nanos::from_nanos(now), cost) {
+        now = advance(now, step, unit);
+        if let Err(mismatch) = diff.step(Nanos::from_nanos(now), units(cost, capacity)) {
             return Err(TestCaseError::fail(mismatch.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// What a direct limiter is asked to do: decide a request, or forget everything.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Request(Step, Cost),
+    Reset,
+}
+
+fn limiter_ops() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        12 => (step(), cost()).prop_map(|(step, cost)| Op::Request(step, cost)),
+        1 => Just(Op::Reset),
+    ];
+    prop::collection::vec(op, 1..120)
+}
+
+/// Replays `ops` through a [`RateLimiter`] on a manual clock and, beside it, a [`Differential`]
+/// of the same algorithm and the model. Every decision of the limiter must be the one the
+/// differential checked against the model; a reset starts the differential afresh, so after
+/// `reset` the limiter must decide exactly as a new limiter would.
+fn replay_limiter<A: Algorithm + Copy, M: Model + Clone>(
+    algorithm: A,
+    model: M,
+    period: u64,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let capacity = algorithm.capacity();
+    let clock = ManualClock::new();
+    let limiter = RateLimiter::with_clock(algorithm, &clock);
+    let new = Differential::new(algorithm, model);
+    let mut diff = new.clone();
+    let unit = (period / 1000).max(1);
+    let mut now = 0u64;
+    for (i, &op) in ops.iter().enumerate() {
+        let (step, cost) = match op {
+            Op::Reset => {
+                limiter.reset();
+                diff = new.clone();
+                continue;
+            }
+            Op::Request(step, cost) => (step, units(cost, capacity)),
+        };
+        now = advance(now, step, unit);
+        clock.set(Nanos::from_nanos(now).as_duration());
+        let expected = diff
+            .step(Nanos::from_nanos(now), cost)
+            .map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
+        match limiter.decide(cost) {
+            Ok(decision) => {
+                prop_assert!(
+                    cost <= capacity,
+                    "op {}: cost {} admitted to a decision",
+                    i,
+                    cost
+                );
+                prop_assert_eq!(decision, expected, "op {} at {} ns, cost {}", i, now, cost);
+            }
+            Err(err) => {
+                prop_assert!(
+                    cost > capacity,
+                    "op {}: cost {} refused as too large",
+                    i,
+                    cost
+                );
+                prop_assert_eq!((err.cost(), err.capacity()), (cost, capacity));
+            }
         }
     }
     Ok(())
@@ -160,6 +245,20 @@ proptest! {
         }
     }
 
+    /// A direct limiter makes the model's decisions through its clock and its compare-and-swap
+    /// loop, and a reset leaves it deciding exactly as a new limiter would.
+    #[test]
+    fn a_reset_limiter_decides_as_a_new_one(quota in quota(), ops in limiter_ops()) {
+        let period = quota.period().as_nanos() as u64;
+        replay_limiter(Gcra::from(quota), VirtualScheduling::new(&quota), period, &ops)?;
+        if let Ok(sw) = SlidingWindow::new(&quota) {
+            replay_limiter(sw, SlidingWindowCounter::new(&quota), period, &ops)?;
+        }
+        if let Ok(fw) = FixedWindow::new(&quota) {
+            replay_limiter(fw, FixedWindowCounter::new(&quota), period, &ops)?;
+        }
+    }
+
     /// The idle predicate the keyed store relies on: an idle word decides exactly like the fresh
     /// word, at the time it was found idle and at every later time, and stores the same word.
     #[test]
@@ -169,13 +268,7 @@ proptest! {
             let mut now = 0u64;
             let mut state = 0u64;
             for &(step, _) in ops {
-                now = match step {
-                    Step::Forward(n) => now.saturating_add(n.saturating_mul(unit)),
-                    Step::Leap(n) => now.saturating_add(n),
-                    Step::Back(n) => now.saturating_sub(n.saturating_mul(unit)),
-                    Step::To(t) => t,
-                };
-                now = now.min(Nanos::MAX.as_nanos());
+                now = advance(now, step, unit);
                 state = a.decide(state, Nanos::from_nanos(now), 1).1;
                 if a.is_idle(state, Nanos::from_nanos(now)) {
                     let (mut idle, mut fresh, mut t) = (state, 0u64, now);

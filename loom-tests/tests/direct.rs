@@ -1,4 +1,5 @@
-//! Loom models of the direct limiter's compare-and-swap loop, through the public API.
+//! Loom models of the direct limiter's compare-and-swap loop and its reset, through the public
+//! API.
 //!
 //! Each model runs a few threads against one limiter on a `ManualClock` and asserts exact
 //! outcomes under every interleaving loom explores: no admission lost, none double-counted, and
@@ -98,5 +99,34 @@ fn denial_writes_nothing() {
         let peek = l.peek();
         assert_eq!(peek.remaining(), 0);
         assert!(!peek.reset_after().is_zero());
+    });
+}
+
+#[test]
+fn reset_races_a_decision() {
+    loom::model(|| {
+        let l = limiter(Gcra::from(Quota::per_hour(3).unwrap()));
+        l.check().unwrap();
+        let decider = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || l.decide(1).unwrap())
+        };
+        let resetter = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || l.reset())
+        };
+        let decision = decider.join().unwrap();
+        resetter.join().unwrap();
+        // The reset takes its place among the decisions: either the request came first (it saw
+        // the earlier admission, and the reset then forgot both) or the reset did (the request
+        // was decided on the fresh state). Never a decision computed before the reset and
+        // written after it.
+        assert!(decision.is_allowed());
+        let after = l.peek().remaining();
+        match decision.remaining() {
+            1 => assert_eq!(after, 3, "the request, then the reset"),
+            2 => assert_eq!(after, 2, "the reset, then the request"),
+            other => panic!("remaining {other} after the request"),
+        }
     });
 }

@@ -24,6 +24,20 @@ impl StateCell {
         self.word.load(Relaxed)
     }
 
+    /// Replaces the word with the fresh state. A swap, not a loop: it takes its place in the
+    /// word's modification order like an admission, and every compare-and-swap computed from an
+    /// earlier word fails on it and is decided again from the fresh one.
+    ///
+    /// A plain store would do as much in the memory model, but loom cannot check a store racing
+    /// read-modify-writes on the same word: a load after both can be served the overwritten
+    /// value (tokio-rs/loom#282, #389), and the model `reset_races_a_decision` fails on that.
+    /// With every write a read-modify-write, loom checks the reset like the rest; a reset is
+    /// rare, so its locked instruction costs nothing that matters.
+    #[inline]
+    pub(crate) fn reset(&self) {
+        self.word.swap(0, Relaxed);
+    }
+
     /// Applies `step` to the current word until its result sticks.
     ///
     /// `step` returns the caller's outcome and the word to store; it is called again with the

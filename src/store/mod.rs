@@ -22,7 +22,9 @@
 //!    is the latest in that order. So every admission is computed from the word that every
 //!    earlier admission left, exactly as if the decisions ran one after another in that order:
 //!    that is the linearization, and the single-threaded reference models define what each
-//!    decision in it must be.
+//!    decision in it must be. A direct limiter's reset, a swap to the fresh word, takes a place in
+//!    the same order: a compare-and-swap computed from a word before it fails, and the decision
+//!    is made again from the fresh word.
 //! 3. **A stale load costs a retry, never a wrong answer.** The first load of the loop may return
 //!    an old word; then the compare-and-swap fails, returns the current word, and the transition is
 //!    recomputed from it. A denial (or a peek) is decided from a word that was current at its
