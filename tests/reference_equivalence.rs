@@ -16,7 +16,8 @@ use tollgate::reference::{
     Differential, FixedWindowCounter, Model, SlidingWindowCounter, TokenBucket, VirtualScheduling,
 };
 use tollgate::{
-    Algorithm, FixedWindow, Gcra, ManualClock, Nanos, Quota, RateLimiter, SlidingWindow, Transition,
+    Algorithm, CheckError, FixedWindow, Gcra, ManualClock, Nanos, Quota, RateLimiter,
+    SlidingWindow, Transition,
 };
 
 /// How the clock moves before a request.
@@ -188,25 +189,30 @@ fn replay_limiter<A: Algorithm + Copy, M: Model + Clone>(
         let expected = diff
             .step(Nanos::from_nanos(now), cost)
             .map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
-        match limiter.decide(cost) {
-            Ok(decision) => {
-                prop_assert!(
-                    cost <= capacity,
-                    "op {}: cost {} admitted to a decision",
-                    i,
-                    cost
-                );
-                prop_assert_eq!(decision, expected, "op {} at {} ns, cost {}", i, now, cost);
+        // A cost above the capacity is refused as such on both paths, and only such a cost.
+        let too_large = cost > capacity;
+        let what = format!("op {i} at {now} ns, cost {cost} of {capacity}");
+        // Every other request takes the check path, which reports the verdict and the wait.
+        if i % 2 == 1 {
+            match (limiter.check_n(cost), too_large) {
+                (Ok(()), false) => prop_assert!(expected.is_allowed(), "{}: admitted", what),
+                (Err(CheckError::Denied(denied)), false) => {
+                    prop_assert!(!expected.is_allowed(), "{}: denied", what);
+                    prop_assert_eq!(denied.retry_after(), expected.retry_after(), "{}", what);
+                }
+                (Err(CheckError::InsufficientCapacity(err)), true) => {
+                    prop_assert_eq!((err.cost(), err.capacity()), (cost, capacity), "{}", what);
+                }
+                (other, _) => prop_assert!(false, "{}: {:?}", what, other),
             }
-            Err(err) => {
-                prop_assert!(
-                    cost > capacity,
-                    "op {}: cost {} refused as too large",
-                    i,
-                    cost
-                );
-                prop_assert_eq!((err.cost(), err.capacity()), (cost, capacity));
+            continue;
+        }
+        match (limiter.decide(cost), too_large) {
+            (Ok(decision), false) => prop_assert_eq!(decision, expected, "{}", what),
+            (Err(err), true) => {
+                prop_assert_eq!((err.cost(), err.capacity()), (cost, capacity), "{}", what);
             }
+            (other, _) => prop_assert!(false, "{}: {:?}", what, other),
         }
     }
     Ok(())
