@@ -598,8 +598,8 @@ impl SpinRounds {
 /// inserter choosing from what its own scan saw. That is how two inserters of one key come to
 /// hold reservations in two different slots, which the protocol resolves: the lower one wins,
 /// the higher one is killed, a stalled one is killed after a while. The loom models check the
-/// same protocol in every interleaving of two and three inserters; this runs it with the real
-/// fence and the real 128-bit compare-and-swap, many times. In one coverage run of 50 000 rounds
+/// same protocol with two and three inserters, in every interleaving within their preemption
+/// bound; this runs it with the real fence and the real 128-bit compare-and-swap, many times. In one coverage run of 50 000 rounds
 /// on the 2-core VM, 24 inserts found another reservation of their key and killed it, and 14
 /// found their own killed.
 ///
