@@ -575,7 +575,7 @@ impl SpinRounds {
     fn start(&self, round: usize, between: impl FnOnce()) {
         if self.arrived.fetch_add(1, SeqCst) + 1 == self.threads * (round + 1) {
             between();
-            let _sleepers = self.sleep.lock().unwrap();
+            let _sleepers = self.sleep.lock().unwrap_or_else(|e| e.into_inner());
             self.released.store(round + 1, SeqCst);
             self.wake.notify_all();
             return;
@@ -597,8 +597,8 @@ impl SpinRounds {
     }
 
     /// A guard for a thread taking part: if the thread panics, the guard's drop abandons the
-    /// rounds.
-    fn join(&self) -> impl Drop + '_ {
+    /// rounds. (The mutex it takes is then poisoned, which every lock here shrugs off.)
+    fn enlist(&self) -> impl Drop + '_ {
         struct Member<'a>(&'a SpinRounds);
         impl Drop for Member<'_> {
             fn drop(&mut self) {
@@ -660,7 +660,7 @@ fn race_rounds(revisit: bool) {
             .map(|t| {
                 let (limiter, rounds, clock) = (&limiter, &rounds, &clock);
                 s.spawn(move || {
-                    let _member = rounds.join();
+                    let _member = rounds.enlist();
                     let mut seen = Vec::new();
                     for round in 0..ROUNDS {
                         rounds.start(round as usize, || clock.advance(Duration::from_secs(2)));
