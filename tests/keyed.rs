@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -613,6 +613,37 @@ impl SpinRounds {
     }
 }
 
+/// Runs `racers` (which spawns threads on the scope it is given and joins them) beside one busy
+/// thread per core, so that no racer has a core to itself: a racer is then preempted at any
+/// point of an operation, as loom's preemptions do, and the others must get past it.
+fn beside_busy_cores<'env, T>(
+    racers: impl for<'scope> FnOnce(&'scope std::thread::Scope<'scope, 'env>) -> T,
+) -> T {
+    // Owned by the busy threads, which must not borrow from this frame: the scope's borrows are
+    // the caller's.
+    let done = Arc::new(AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..cores.min(16) {
+            let done = Arc::clone(&done);
+            s.spawn(move || {
+                while !done.load(Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        // Stop the busy threads even if a racer panicked: the scope waits for them.
+        struct Stop(Arc<AtomicBool>);
+        impl Drop for Stop {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        let _stop = Stop(Arc::clone(&done));
+        racers(s)
+    })
+}
+
 /// Six threads race for the keys of one table of two groups, round after round, at a frozen
 /// time in each round. Between rounds the clock moves on by two periods, so every key is idle
 /// when a round starts. Each round brings `KEYS` new keys, and with `revisit` asks again for the
@@ -654,8 +685,7 @@ fn race_rounds(revisit: bool) {
     // Where a key's admissions in a round are collected: `2 * key` in the key's first round,
     // `2 * key + 1` in its second.
     let life = |key: u64, round: u64| (2 * key + round - key / KEYS) as usize;
-    let done = AtomicBool::new(false);
-    let mut admitted: Vec<Vec<u64>> = std::thread::scope(|s| {
+    let mut admitted: Vec<Vec<u64>> = beside_busy_cores(|s| {
         let threads: Vec<_> = (0..THREADS as u64)
             .map(|t| {
                 let (limiter, rounds, clock) = (&limiter, &rounds, &clock);
@@ -682,18 +712,7 @@ fn race_rounds(revisit: bool) {
                 })
             })
             .collect();
-        // One busy thread per core, so that no racer has a core to itself (see above).
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        for _ in 0..cores.min(16) {
-            s.spawn(|| {
-                while !done.load(Relaxed) {
-                    std::hint::spin_loop();
-                }
-            });
-        }
         let seen: Vec<_> = threads.into_iter().map(|t| t.join()).collect();
-        // Before any panic is passed on: the scope waits for the busy threads too.
-        done.store(true, Relaxed);
         let mut admitted = vec![Vec::new(); (2 * ROUNDS * KEYS) as usize];
         for seen in seen {
             for (life, remaining) in seen.unwrap() {
@@ -742,6 +761,78 @@ fn racing_inserts_leave_one_slot_per_key() {
 #[test]
 fn decisions_racing_the_reuse_of_their_slot_stay_exact() {
     race_rounds(true);
+}
+
+/// A flood of new keys from six threads through a table that evicts, at a frozen time, while four
+/// keys are being limited. Most flood keys (cost 1 of a burst of 2) still have room after their
+/// request, so they are evictable, and the flood churns through them. A few flood keys ask for
+/// the whole burst and are limited from then on: each, like the four, can never be evicted, and
+/// never becomes idle while time stands still. So the limited keys pile up until they hold all 16
+/// slots, and then nothing new gets in: exactly 12 flood keys are admitted with cost 2, whatever
+/// the interleaving, and the four are denied every time they ask and keep their state. An
+/// eviction that took a limited key would let more than 12 in (and readmit the four); so would a
+/// claim that evicted what a slot holds now instead of the entry its scan chose (a
+/// limited key that took the slot since): in deliberate breaks, each failed every run (3 of 3).
+/// In one run the flood made about 230 000 evictions before the table filled.
+#[test]
+fn limited_keys_survive_a_flood_that_evicts() {
+    const THREADS: u64 = 6;
+    const FLOOD: u64 = 100_000;
+    /// One flood key in this many is limited: 36 of them in all, and the first 12 to find room
+    /// fill the table, after about a third of the flood.
+    const LIMITED_EVERY: u64 = 16_384;
+    const HOT: [u64; 4] = [u64::MAX, u64::MAX - 1, u64::MAX - 2, u64::MAX - 3];
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(2).unwrap()))
+        .capacity(10)
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(&clock)
+        .hasher(seeded(5))
+        .build::<u64>()
+        .unwrap();
+    assert_eq!(limiter.stats().slots, 16);
+    for hot in HOT {
+        limiter.check_key_n(&hot, 2).unwrap();
+    }
+    let barrier = Barrier::new(THREADS as usize);
+    // Per thread: flood keys admitted with cost 2, and admissions of the four.
+    let counts: Vec<(u64, u64)> = beside_busy_cores(|s| {
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (limiter, barrier) = (&limiter, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    let (mut limited, mut hot_admitted) = (0, 0);
+                    for i in 0..FLOOD {
+                        let key = t * FLOOD + i;
+                        if i % LIMITED_EVERY == LIMITED_EVERY - 1 {
+                            limited += limiter.check_key_n(&key, 2).is_ok() as u64;
+                        } else {
+                            let _ = limiter.check_key(&key);
+                        }
+                        if i % 4 == 0 {
+                            let hot = HOT[(i / 4 % 4) as usize];
+                            hot_admitted += limiter.check_key(&hot).is_ok() as u64;
+                        }
+                    }
+                    (limited, hot_admitted)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let stats = limiter.stats();
+    let limited: u64 = counts.iter().map(|c| c.0).sum();
+    let hot_admitted: u64 = counts.iter().map(|c| c.1).sum();
+    assert_eq!((limited, hot_admitted), (12, 0), "{stats:?}");
+    for hot in HOT {
+        assert_eq!(
+            limiter.peek_key(&hot).remaining(),
+            0,
+            "key {hot} kept its state"
+        );
+    }
+    assert!(stats.evictions > 0, "the flood evicted: {stats:?}");
 }
 
 /// The batched calls race like single ones: 8 threads over 200 keys at frozen time, half of
