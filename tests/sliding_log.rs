@@ -98,18 +98,21 @@ impl FullLog {
     }
 }
 
+/// The cost that stands for a reset of the key in the property tests' ops, instead of a request.
+const RESET: u64 = u64::MAX;
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// With room for every key, the keyed log decides exactly as one reference log per key:
     /// verdicts and remaining, also when the clock runs backwards; retry and reset times are
-    /// exact against the model. A cost of 13 resets the key instead: a new reference log stands
-    /// for it from then on.
+    /// exact against the model. One op in 14 is a reset ([`RESET`]): a new reference log stands
+    /// for the key from then on.
     #[test]
     fn keyed_log_is_a_map_of_reference_logs(
         limit in 1u64..12,
         period_ms in 1u64..5_000,
-        ops in prop::collection::vec((0u8..12, -300i32..1_500, 0u64..14), 1..400),
+        ops in prop::collection::vec((0u8..12, -300i32..1_500, prop_oneof![13 => 0u64..13, 1 => Just(RESET)]), 1..400),
     ) {
         let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
         let clock = ManualClock::new();
@@ -123,7 +126,7 @@ proptest! {
             let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
             clock.set(Duration::from_nanos(now.max(0) as u64));
             let now = clock.now();
-            if cost == 13 {
+            if cost == RESET {
                 keyed.reset_key(&key);
                 models.insert(key, SlidingLog::new(&quota));
                 prop_assert_eq!(keyed.peek_key(&key).remaining(), limit, "op {}: reset", i);
@@ -163,14 +166,14 @@ proptest! {
 
     /// A full shard under every overflow policy decides, reuses, evicts and overflows exactly as
     /// the documented policy written the obvious way ([`FullLog`]), with more keys than room,
-    /// limits small enough that logs fill, and a clock that also goes backwards. A cost of 4
-    /// resets the key instead: its log leaves the shard, the others keep their order.
+    /// limits small enough that logs fill, and a clock that also goes backwards. One op in 5 is a
+    /// reset ([`RESET`]): the key's log leaves the shard, the others keep their order.
     #[test]
     fn a_full_shard_follows_its_documented_policy(
         capacity in 1usize..24,
         limit in 1u64..4,
         policy in prop::sample::select(vec![Overflow::Deny, Overflow::Allow, Overflow::EvictLeastConstrained]),
-        ops in prop::collection::vec((0u8..40, 0u64..5, 0usize..6), 1..400),
+        ops in prop::collection::vec((0u8..40, prop_oneof![4 => 0u64..4, 1 => Just(RESET)], 0usize..6), 1..400),
     ) {
         let quota = Quota::per_minute(limit).unwrap();
         let clock = ManualClock::new();
@@ -197,7 +200,7 @@ proptest! {
             let now = (clock.now().as_nanos() as i64 + steps_ms[step] * 1_000_000).max(0);
             clock.set(Duration::from_nanos(now as u64));
             let now = now as u64;
-            if cost == 4 {
+            if cost == RESET {
                 keyed.reset_key(&key);
                 model.logs.retain(|entry| entry.0 != key);
             } else {
