@@ -16,6 +16,19 @@
 //! back on purpose. Every algorithm in this crate accepts a `now` earlier than the time its state
 //! was last written: it never panics, never underflows and never admits more than the quota allows
 //! at the later of the two times. Each algorithm's docs say exactly how it treats such a request.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+//!
+//! // One per second: admitted at 10 s, then asked again by a caller whose stamp reads 9 s.
+//! let clock = ManualClock::starting_at(Duration::from_secs(10));
+//! let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(1).unwrap()), &clock);
+//! assert!(limiter.check().is_ok());
+//! clock.rewind(Duration::from_secs(1));
+//! // Denied, as it would be at 10 s. The next admission is at 11 s: 2 s after this caller's 9 s.
+//! assert_eq!(limiter.check().unwrap_err().retry_after(), Duration::from_secs(2));
+//! ```
 
 use core::fmt;
 use core::time::Duration;
@@ -41,9 +54,27 @@ use crate::sync::{AtomicU64, Ordering};
 pub struct Nanos(u64);
 
 impl Nanos {
-    /// The epoch.
+    /// The epoch: the moment a clock was created (a [`ManualClock`]'s starting time).
+    ///
+    /// ```
+    /// use tollgate::{Clock, ManualClock, Nanos};
+    ///
+    /// assert_eq!(Nanos::ZERO, Nanos::default());
+    /// assert_eq!(ManualClock::new().now(), Nanos::ZERO);
+    /// ```
     pub const ZERO: Nanos = Nanos(0);
-    /// The latest representable time, 2^63 − 1 ns (about 292 years after the epoch).
+    /// The latest representable time, 2^63 − 1 ns (about 292 years after the epoch). Every
+    /// conversion into `Nanos` saturates here, and it is the `retry_after` of a cost that can
+    /// never fit ([`Transition::Deny`](crate::Transition::Deny)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::Nanos;
+    ///
+    /// assert_eq!(Nanos::MAX.as_nanos(), i64::MAX as u64);
+    /// assert_eq!(Nanos::from_nanos(u64::MAX), Nanos::MAX);
+    /// assert_eq!(Nanos::from_duration(Duration::from_secs(300 * 365 * 86_400)), Nanos::MAX);
+    /// ```
     pub const MAX: Nanos = Nanos((1 << 63) - 1);
 
     /// `nanos` nanoseconds after the epoch, saturating at [`Nanos::MAX`].
@@ -270,6 +301,15 @@ pub struct CoarseClock {
 
 impl CoarseClock {
     /// The refresh interval of [`CoarseClock::new`].
+    ///
+    /// ```
+    /// use tollgate::CoarseClock;
+    ///
+    /// // The first coarse clock of a process starts the upkeep thread, at this interval.
+    /// let clock = CoarseClock::new()?;
+    /// assert_eq!(clock.precision(), CoarseClock::DEFAULT_INTERVAL);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
 
     /// A coarse clock refreshed every millisecond (starting the upkeep thread if needed).

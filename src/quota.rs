@@ -12,6 +12,17 @@
 //! enforced, `1 / T`, is never more than `limit / period`, and falls short of it by less than one
 //! part in `T` (less than 0.1% for any interval of a microsecond or more). The burst tolerance is
 //! `burst × T`, exactly. Window algorithms count requests per `period` and do not round at all.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::Quota;
+//!
+//! // 3 per second: one request every 333 333 333.3 ns, rounded up, so that no second ever holds
+//! // more than 3.
+//! let quota = Quota::per_second(3).unwrap();
+//! assert_eq!(quota.emission_interval(), Duration::from_nanos(333_333_334));
+//! assert_eq!(quota.tolerance(), Duration::from_nanos(3 * 333_333_334));
+//! ```
 
 use core::fmt;
 use core::time::Duration;
@@ -59,8 +70,31 @@ pub struct Quota {
 
 impl Quota {
     /// The largest burst tolerance a quota may have (`burst × emission_interval`), about 146 years.
+    ///
+    /// ```
+    /// use tollgate::{Quota, QuotaError};
+    ///
+    /// // One request per second: the burst may reach 2^62 ns / 1 s, a little over 4.6 billion.
+    /// let quota = Quota::per_second(1).unwrap();
+    /// let largest = (Quota::MAX_TOLERANCE.as_nanos() / quota.emission_interval().as_nanos()) as u64;
+    /// assert_eq!(largest, 4_611_686_018);
+    /// assert_eq!(quota.with_burst(largest).unwrap().burst(), largest);
+    /// assert!(matches!(
+    ///     quota.with_burst(largest + 1),
+    ///     Err(QuotaError::BurstTooLarge { burst, .. }) if burst == largest + 1
+    /// ));
+    /// ```
     pub const MAX_TOLERANCE: Duration = Duration::from_nanos(MAX_TOLERANCE_NANOS);
-    /// The longest period a quota may have, about 73 years.
+    /// The longest period a quota may have, 2^61 ns: about 73 years.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Quota, QuotaError};
+    ///
+    /// assert_eq!(Quota::new(1, Quota::MAX_PERIOD).unwrap().period(), Quota::MAX_PERIOD);
+    /// let longer = Quota::MAX_PERIOD + Duration::from_nanos(1);
+    /// assert_eq!(Quota::new(1, longer), Err(QuotaError::PeriodTooLong { period: longer }));
+    /// ```
     pub const MAX_PERIOD: Duration = Duration::from_nanos(MAX_PERIOD_NANOS);
 
     /// `limit` requests per `period`, with a burst of `limit`.

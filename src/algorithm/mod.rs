@@ -22,6 +22,29 @@
 //! For an exact sliding log (low-frequency limits such as "5 per day"), which does not fit in a
 //! word, see [`KeyedSlidingLog`](crate::KeyedSlidingLog); its reference model is
 //! [`reference::SlidingLog`](crate::reference::SlidingLog).
+//!
+//! Any store can hold the words. Here a plain map, on one thread, decides as a
+//! [`KeyedRateLimiter`](crate::KeyedRateLimiter) would:
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use tollgate::{Algorithm, Gcra, Nanos, Quota, Transition};
+//!
+//! let gcra = Gcra::from(Quota::per_second(1).unwrap());
+//! let mut words: HashMap<&str, u64> = HashMap::new();
+//! let mut check = |key, now| {
+//!     let word = words.entry(key).or_insert(0); // the all-zero word is fresh
+//!     match gcra.transition(*word, now, 1) {
+//!         Transition::Allow { state } => *word = state,
+//!         Transition::Deny { retry_after } => return Err(retry_after),
+//!     }
+//!     Ok(())
+//! };
+//! assert_eq!(check("a", Nanos::ZERO), Ok(()));
+//! assert_eq!(check("a", Nanos::from_nanos(400_000_000)), Err(Nanos::from_nanos(600_000_000)));
+//! assert_eq!(check("b", Nanos::ZERO), Ok(()));
+//! assert_eq!(check("a", Nanos::from_nanos(1_000_000_000)), Ok(()));
+//! ```
 
 pub mod fixed_window;
 pub mod gcra;

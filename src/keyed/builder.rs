@@ -48,7 +48,17 @@ impl<A> KeyedBuilder<A> {
 }
 
 impl<A, C, S> KeyedBuilder<A, C, S> {
-    /// The capacity of a builder that is not given one: 10 000 keys (235 kB).
+    /// The capacity of a builder that is not given one: 10 000 keys (about 237 kB).
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedBuilder, KeyedRateLimiter, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// assert_eq!(limiter.stats().capacity, KeyedBuilder::<Gcra>::DEFAULT_CAPACITY);
+    /// assert!(limiter.memory() < 240_000);
+    /// ```
     pub const DEFAULT_CAPACITY: usize = 10_000;
 
     /// The number of simultaneously live keys the table is sized for.

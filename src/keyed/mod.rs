@@ -3,6 +3,29 @@
 //! [`KeyedRateLimiter`] is the limiter, configured by a [`KeyedBuilder`]; [`CheckKeys`] and
 //! [`DecideKeys`] are the iterators of its batched checks,
 //! [`check_keys`](KeyedRateLimiter::check_keys) and [`decide_keys`](KeyedRateLimiter::decide_keys).
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
+//!
+//! // 2 per second per user, for up to 1 000 users at once.
+//! let clock = ManualClock::new();
+//! let per_user = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(2).unwrap()))
+//!     .capacity(1_000)
+//!     .overflow(Overflow::EvictLeastConstrained)
+//!     .clock(&clock)
+//!     .build::<str>()
+//!     .unwrap();
+//! assert!(per_user.check_key("alice").is_ok());
+//! assert_eq!(per_user.decide_key("alice", 1).unwrap().remaining(), 0);
+//! assert!(per_user.check_key("alice").is_err());
+//! // A peek decides without inserting: bob has no slot yet.
+//! assert_eq!(per_user.peek_key("bob").remaining(), 2);
+//! assert_eq!(per_user.stats().occupied, 1);
+//! // A second later alice's state is back to fresh; her slot stays hers until a new key needs it.
+//! clock.advance(Duration::from_secs(1));
+//! assert_eq!(per_user.peek_key("alice").remaining(), 2);
+//! ```
 
 // The limiter and its checks are in this file, the builder in `builder.rs`, the batched checks in
 // `batch.rs`; the table is `store::Table`.
@@ -25,6 +48,19 @@ use crate::store::{CapacityError, KeyedStats, Overflow, Overflowed, Probe, Table
 
 /// The default hasher: ahash, seeded at random for each limiter, so that nobody can aim keys at
 /// one probe group.
+///
+/// ```
+/// use std::hash::BuildHasher;
+/// use tollgate::{DefaultKeyHasher, Gcra, KeyedRateLimiter, Quota, TscClock};
+///
+/// // Each limiter draws its own seeds: one key hashes differently in each.
+/// assert_ne!(DefaultKeyHasher::new().hash_one(7_u64), DefaultKeyHasher::new().hash_one(7_u64));
+///
+/// // It is the hasher type parameter's default, so these two types are one type.
+/// let limiter: KeyedRateLimiter<u64, Gcra, TscClock, DefaultKeyHasher> =
+///     KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 1_000).unwrap();
+/// # let _ = limiter;
+/// ```
 pub type DefaultKeyHasher = ahash::RandomState;
 
 /// A lock-free rate limiter with one state per key, in a table whose size is fixed when it is

@@ -21,6 +21,19 @@
 //! [`Differential`] drives a packed algorithm and a model side by side and reports the first
 //! [`Mismatch`]. [`KeyedDifferential`] does the same for a keyed limiter, beside one direct
 //! limiter per key it should hold, through reuse, overflow and eviction.
+//!
+//! ```
+//! use tollgate::reference::{Model, TokenBucket, VirtualScheduling};
+//! use tollgate::{Nanos, Quota};
+//!
+//! // GCRA and the token bucket are one limiter: fed the same requests, they decide alike.
+//! let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+//! let (mut gcra, mut bucket) = (VirtualScheduling::new(&quota), TokenBucket::new(&quota));
+//! for i in 0..1_000 {
+//!     let (now, cost) = (Nanos::from_nanos(i * 41_000_000), 1 + i % 3);
+//!     assert_eq!(gcra.decide(now, cost), bucket.decide(now, cost));
+//! }
+//! ```
 
 mod differential;
 mod keyed;

@@ -10,6 +10,29 @@
 //! including its treatment of a clock that goes backwards (a request stamped before the newest
 //! logged one is logged with it).
 //!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::{KeyedSlidingLog, ManualClock, Quota};
+//!
+//! // 2 logins per minute, per account: admitted at 0 s and at 30 s.
+//! let clock = ManualClock::new();
+//! let logins = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+//!     .capacity(1_000)
+//!     .clock(&clock)
+//!     .build::<str>()
+//!     .unwrap();
+//! logins.check_key("alice").unwrap();
+//! clock.set(Duration::from_secs(30));
+//! logins.check_key("alice").unwrap();
+//! // A nanosecond short of a minute, both still count.
+//! clock.set(Duration::from_secs(60) - Duration::from_nanos(1));
+//! assert!(logins.check_key("alice").is_err());
+//! // At 60 s the login at 0 s has left the window (0 s, 60 s]; the next to leave is at 30 s.
+//! clock.set(Duration::from_secs(60));
+//! logins.check_key("alice").unwrap();
+//! assert_eq!(logins.check_key("alice").unwrap_err().retry_after(), Duration::from_secs(30));
+//! ```
+//!
 //! Unlike the packed algorithms, a log does not fit in a word: the keyed log is a table of
 //! `Mutex`-guarded shards. That is the right trade for limits of a few per minute or less, where
 //! contention on one shard is rare and a key's timestamps take `16 × limit` bytes at most.
