@@ -428,6 +428,111 @@ fn tiers_share_one_table() {
     assert!(limiter.check_key_with("x", &premium, 101).is_err());
 }
 
+/// Eviction judges whether an entry is being limited by the limiter's own quota, since a slot
+/// does not say which tier its key is in: a key limited under its own tier is safe from
+/// eviction when the limiter's quota leaves the least time after one request, `(burst − 1)`
+/// emission intervals, of all the tiers (the rule in `check_key_with`'s docs; the property test
+/// below proves the arithmetic). That is not always the lowest rate's tier, as here.
+#[test]
+fn eviction_spares_keys_limited_under_their_own_tier() {
+    let free = Quota::per_minute(10).unwrap(); // 9 intervals of 6 s after one request: 54 s
+    let premium = Quota::per_minute(1_000).unwrap().with_burst(100).unwrap(); // 99 × 60 ms
+    let tiers = [Gcra::from(free), Gcra::from(premium)];
+    let burst = [10, 100];
+    let table = |own: Quota, clock| {
+        let limiter = KeyedRateLimiter::builder(Gcra::from(own))
+            .capacity(4)
+            .overflow(Overflow::EvictLeastConstrained)
+            .clock(clock)
+            .build::<u32>()
+            .unwrap();
+        assert_eq!(limiter.stats().slots, 8, "one group");
+        // Eight keys fill the group, four per tier, each with its tier's whole burst spent, at
+        // time 0: the premium keys are full again at 6 s, the free ones at 60 s.
+        for key in 0..8 {
+            let tier = key as usize % 2;
+            limiter
+                .check_key_with(&key, &tiers[tier], burst[tier])
+                .unwrap();
+            assert!(limiter.check_key_with(&key, &tiers[tier], 1).is_err());
+        }
+        limiter
+    };
+
+    // The rule's choice: premium (5.94 s < 54 s). Under its quota no entry could admit a
+    // request, so none is evicted: every new key of either tier overflows, and is told to come
+    // back when the first entry is idle (the premium keys, at 6 s: that does not depend on the
+    // quota).
+    let clock = ManualClock::new();
+    let limiter = table(premium, &clock);
+    for key in 100..200 {
+        let tier = key as usize % 2;
+        let decision = limiter.decide_key_with(&key, &tiers[tier], 1).unwrap();
+        assert!(!decision.is_allowed(), "key {key}");
+        assert_eq!(decision.retry_after(), Duration::from_secs(6));
+    }
+    let stats = limiter.stats();
+    assert_eq!((stats.evictions, stats.overflows), (0, 100));
+    for key in 0..8 {
+        let tier = key as usize % 2;
+        assert!(
+            limiter.check_key_with(&key, &tiers[tier], 1).is_err(),
+            "key {key}"
+        );
+    }
+
+    // The lowest rate's tier instead: a premium key with nothing left has 9 under the free
+    // quota, so it looks evictable, and the first new key evicts one. Back, it gets a whole
+    // fresh burst of 100 where its tier had nothing left: the case the rule is there for.
+    let clock = ManualClock::new();
+    let limiter = table(free, &clock);
+    limiter.check_key(&100).unwrap();
+    assert_eq!(limiter.stats().evictions, 1);
+    let readmitted: Vec<u32> = (0..8)
+        .filter(|&key| {
+            limiter
+                .decide_key_with(&key, &tiers[key as usize % 2], 0)
+                .unwrap()
+                .remaining()
+                > 0
+        })
+        .collect();
+    assert_eq!(readmitted.len(), 1, "{readmitted:?}");
+    assert_eq!(readmitted[0] % 2, 1, "a premium key");
+    assert!(limiter
+        .check_key_with(&readmitted[0], &tiers[1], 100)
+        .is_ok());
+}
+
+proptest! {
+    /// What the tiers' rule rests on: under any GCRA quota, a state can admit a request (and so,
+    /// judged by that quota, may be evicted) exactly when its TAT is at most
+    /// `tolerance − emission interval` ahead of now. So if the limiter's quota leaves no more
+    /// than a tier's, an entry that may be evicted is one that its own tier would not limit.
+    #[test]
+    fn a_gcra_state_is_limited_exactly_when_its_tat_is_past_tolerance_less_one_interval(
+        (limit, period_ms, burst) in (1u64..1_000, 1u64..100_000, 1u64..1_000),
+        now in 0u64..1 << 50,
+        near_the_edge in any::<bool>(),
+        offset in -3i64..=3,
+        ahead in any::<u64>(),
+    ) {
+        let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
+        let quota = quota.with_burst(burst).unwrap();
+        let tolerance = quota.tolerance().as_nanos() as u64;
+        let room = tolerance - quota.emission_interval().as_nanos() as u64;
+        // Any TAT a key can hold at `now` (at most one tolerance ahead), or one within 3 ns of
+        // the edge.
+        let tat = if near_the_edge {
+            (now + room).saturating_add_signed(offset)
+        } else {
+            now + ahead % (tolerance + 1)
+        };
+        let peek = Gcra::from(quota).decide(tat, Nanos::from_nanos(now), 0).0;
+        prop_assert_eq!(peek.remaining() > 0, tat <= now + room, "TAT {} at {}", tat, now);
+    }
+}
+
 #[test]
 fn borrowed_lookups_and_key_types() {
     let strings = KeyedRateLimiter::<String>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();

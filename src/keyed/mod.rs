@@ -416,9 +416,12 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             Transition::Allow { state } => (Ok(()), state),
             Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), state),
         };
+        // The request is decided by `algorithm` (a tier's quota, for `check_key_with`), but the
+        // entries a new key may displace are judged by the limiter's own, as the tiers' docs
+        // promise: the request's quota says nothing about the other keys' tiers.
         match self
             .table
-            .update(probe, algorithm, now, self.overflow, step)
+            .update(probe, &self.algorithm, now, self.overflow, step)
         {
             Ok(outcome) => outcome,
             Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
@@ -449,10 +452,11 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             return Err(InsufficientCapacity::new(cost, capacity));
         }
         let step = |state| algorithm.decide(state, now, cost);
+        // Entries are judged by the limiter's own algorithm, as in `apply_at`.
         Ok(
             match self
                 .table
-                .update(probe, algorithm, now, self.overflow, step)
+                .update(probe, &self.algorithm, now, self.overflow, step)
             {
                 Ok(decision) => decision,
                 Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
@@ -494,11 +498,18 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// schedule is judged by the new quota's interval and burst from then on) but is not the
     /// same as a key that always had the new quota.
     ///
-    /// Whether a slot is idle does not depend on the quota, so reuse is exact for every tier. The
-    /// table does judge entries by the limiter's own quota where it must compare them without
-    /// knowing their tier (which entry [`Overflow::EvictLeastConstrained`] evicts, and the
-    /// `retry_after` of an overflow): give the limiter the strictest tier's quota, so that no
-    /// key being limited under its own tier ever looks evictable.
+    /// Whether a slot is idle, and how long until it is, do not depend on the quota: reuse, and
+    /// the `retry_after` of an overflow, are exact for every tier. One judgement does need a
+    /// quota, which a slot cannot tell: whether an entry is being limited, which
+    /// [`Overflow::EvictLeastConstrained`] must know to spare it. The table judges every entry by
+    /// the limiter's own quota, whatever quota the request that needs room is decided with: an
+    /// entry that could admit a request under the limiter's quota may be evicted. So that no key
+    /// being limited under its own tier ever looks evictable, give the limiter the tier whose
+    /// quota leaves the least time after one request, [`tolerance`](Quota::tolerance) minus
+    /// [`emission_interval`](Quota::emission_interval), and decide the other tiers with
+    /// `check_key_with`. That is not always the lowest rate: 10 per minute leaves 54 s (9
+    /// intervals of 6 s), 1 000 per minute with bursts of 100 leaves 5.94 s, so a table of those
+    /// two tiers takes the second.
     ///
     /// # Errors
     ///

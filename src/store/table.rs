@@ -389,7 +389,10 @@ impl Table {
 
     /// Applies `step` to the state of the probe's key, inserting the key if it is absent and `step`
     /// writes. `step` returns the caller's outcome and the word to store (its argument when nothing
-    /// changes); it may be called several times, always with the current state.
+    /// changes); it may be called several times, always with the current state. `algorithm`
+    /// judges the other entries of the key's groups, for a new key: which are idle, which is
+    /// least constrained, and how soon one will be idle; `step` may decide with another (a
+    /// tier's quota).
     ///
     /// # Errors
     ///
