@@ -534,6 +534,18 @@ proptest! {
 }
 
 #[test]
+fn keyed_limiters_are_send_and_sync_whatever_the_key() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    // Only a key's hash is stored, so a key type that cannot cross threads (`Rc`) does not
+    // keep the limiter from doing so.
+    assert_send_sync::<KeyedRateLimiter<str>>();
+    assert_send_sync::<KeyedRateLimiter<std::rc::Rc<str>, SlidingWindow, &ManualClock>>();
+    assert_send_sync::<KeyedRateLimiter<u64, FixedWindow, tollgate::CoarseClock>>();
+    assert_send_sync::<tollgate::KeyedSlidingLog<str>>();
+    assert_send_sync::<tollgate::KeyedSlidingLog<std::rc::Rc<str>, &ManualClock>>();
+}
+
+#[test]
 fn borrowed_lookups_and_key_types() {
     let strings = KeyedRateLimiter::<String>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
     strings.check_key("alice").unwrap();
