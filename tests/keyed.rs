@@ -145,7 +145,49 @@ proptest! {
     fn eviction_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![19 => 0u64..4, 1 => Just(RESET)]), 1..600)) {
         many_keys_replay_with(algorithm, Overflow::EvictLeastConstrained, seed, &ops)?;
     }
+
+    /// Tiers in one GCRA table, under every overflow policy: even keys are asked under one
+    /// quota, odd keys under another, and the table's own quota is the one of the two that
+    /// leaves less time after one request (the rule in `check_key_with`'s docs), so that no key
+    /// being limited under its own tier is evicted. [`KeyedDifferential::step_with`] checks every
+    /// request as the replays above do, each key against a limiter of its own tier.
+    #[test]
+    fn tiers_under_reuse_overflow_and_eviction_are_exact(
+        seed in any::<u64>(),
+        policy in 0..3usize,
+        tiers in prop::array::uniform2((1u64..6, 100u64..3_000, 1u64..6)),
+        ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![19 => 0u64..7, 1 => Just(RESET)]), 1..600),
+    ) {
+        let tiers = tiers.map(|(limit, period_ms, burst)| {
+            let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
+            Gcra::from(quota.with_burst(burst).unwrap())
+        });
+        let overflow = [Overflow::Deny, Overflow::Allow, Overflow::EvictLeastConstrained][policy];
+        let own = *tiers.iter().min_by_key(|&tier| least_room(tier)).unwrap();
+        let clock = ManualClock::new();
+        let mut diff = KeyedDifferential::new(small_table(own, overflow, &clock, seed));
+        for &(key, step_ms, cost) in &ops {
+            clock.advance(Duration::from_millis(step_ms as u64));
+            let tier = &tiers[key as usize % 2];
+            let checked = if cost == RESET_TIERED {
+                diff.reset(&key)
+            } else {
+                diff.step_with(&key, tier, cost).map(drop)
+            };
+            checked.map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
+        }
+    }
 }
+
+/// The time a GCRA quota leaves after one request to a fresh state: `tolerance − emission
+/// interval`. Of a table's tiers, the one with the least is the one to give the table.
+fn least_room(tier: &Gcra) -> Duration {
+    tier.tolerance() - tier.emission_interval()
+}
+
+/// The cost that stands for a reset in the tiers' replay: past every burst it draws (up to 5,
+/// and 6 is the error of one too many).
+const RESET_TIERED: u64 = 7;
 
 /// A table of 64 keys' capacity (96 slots: 12 groups) under `overflow`, for the replays of many
 /// keys below.

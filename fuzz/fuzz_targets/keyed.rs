@@ -1,7 +1,7 @@
 //! Differential fuzzing of the keyed stores against one reference per key, for each packed
 //! algorithm (GCRA, the sliding-window counter, the fixed window), chosen by the input.
 //!
-//! Three regimes, also chosen by the input:
+//! Four regimes, also chosen by the input:
 //! - **few keys, any clock**: at most 8 distinct keys (a probe group holds 8, so no key ever
 //!   needs another's slot), time steps forwards and backwards. Every decision of the keyed
 //!   limiter must equal, field for field, that of a direct limiter per key; the keyed sliding log
@@ -14,6 +14,10 @@
 //!   absent and is recorded nowhere; every other key keeps its state, except that each eviction
 //!   changes exactly one key, one that was not being limited, back to fresh. A cost byte of 255
 //!   resets the key instead: it must peek as fresh after it, and no other key or counter move.
+//! - **tiers** (GCRA): as many keys, even keys under the input's quota and odd keys under a
+//!   second quota from the input, in a table whose own quota is the one of the two that leaves
+//!   less time after one request; `KeyedDifferential::step_with` checks each key against a
+//!   limiter of its own tier, evictions included (never a key its tier is limiting).
 //! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
 //!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
 //!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
@@ -54,7 +58,13 @@ enum Regime {
     FewKeys,
     ManyKeys(Policy),
     Batches(Policy),
+    /// GCRA only (the other algorithms take the `ManyKeys` regime): a second quota, a tier's.
+    Tiers(Policy, TierQuota),
 }
+
+/// A tier's quota: limit, period in ms, burst, each reduced as the input's own are.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+struct TierQuota(u8, u16, u8);
 
 /// [`Overflow`], which has no `Arbitrary` implementation.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -86,7 +96,16 @@ fuzz_target!(|input: Input| {
     let ops = &input.ops[..input.ops.len().min(400)];
     // Limits of at most 20 fit every window's layout.
     match input.algorithm {
-        Kind::Gcra => run(Gcra::from(quota), &quota, &input, ops),
+        Kind::Gcra => match input.regime {
+            Regime::Tiers(policy, tier) => tiers(
+                quota,
+                tier,
+                policy.into(),
+                ahash::RandomState::with_seeds(input.seed, 1, 2, 3),
+                ops,
+            ),
+            _ => run(Gcra::from(quota), &quota, &input, ops),
+        },
         Kind::SlidingWindow => run(SlidingWindow::new(&quota).unwrap(), &quota, &input, ops),
         Kind::FixedWindow => run(FixedWindow::new(&quota).unwrap(), &quota, &input, ops),
     }
@@ -101,6 +120,55 @@ fn run<A: Algorithm + Clone>(algorithm: A, quota: &Quota, input: &Input, ops: &[
         Regime::FewKeys => few_keys(algorithm, quota, hasher, ops),
         Regime::ManyKeys(policy) => many_keys(algorithm, policy.into(), hasher, ops),
         Regime::Batches(policy) => batches(algorithm, policy.into(), hasher, ops),
+        // Only a GCRA table takes tiers: `tiers` is called from the GCRA arm of the target.
+        Regime::Tiers(policy, _) => many_keys(algorithm, policy.into(), hasher, ops),
+    }
+}
+
+/// Two tiers in one GCRA table: even keys under the input's quota, odd keys under the tier's,
+/// and the table's own quota the one that leaves less time after one request (the rule in
+/// `check_key_with`'s docs), under the input's overflow policy. [`KeyedDifferential::step_with`]
+/// checks every request as in [`many_keys`], each key against a limiter of its own tier.
+fn tiers(
+    quota: Quota,
+    tier: TierQuota,
+    overflow: Overflow,
+    hasher: ahash::RandomState,
+    ops: &[(u16, i16, u8)],
+) {
+    let TierQuota(limit, period_ms, burst) = tier;
+    let Ok(second) = Quota::new(
+        limit as u64 % 20 + 1,
+        Duration::from_millis(period_ms as u64 % 5_000 + 1),
+    )
+    .and_then(|q| q.with_burst(burst as u64 % 30 + 1)) else {
+        return;
+    };
+    let tiers = [Gcra::from(quota), Gcra::from(second)];
+    let room = |tier: &Gcra| tier.tolerance() - tier.emission_interval();
+    let own = *tiers.iter().min_by_key(|&tier| room(tier)).unwrap();
+    let clock = ManualClock::new();
+    let mut diff = KeyedDifferential::new(table(own, 8, overflow, &clock, hasher));
+    for &(key, step, cost) in ops {
+        // Mostly under 16 ms apart, so that many keys are live at once and the groups fill with
+        // keys their tiers are limiting; one step in 64 a pause of 2 s that idles most of them.
+        let ms = if step % 64 == 63 {
+            2_000
+        } else {
+            step.unsigned_abs() as u64 % 16
+        };
+        clock.advance(Duration::from_millis(ms));
+        let key = key % 64;
+        let tier = &tiers[key as usize % 2];
+        let checked = if cost == RESET {
+            diff.reset(&key)
+        } else {
+            diff.step_with(&key, tier, cost as u64 % (tier.capacity() + 2))
+                .map(drop)
+        };
+        if let Err(mismatch) = checked {
+            panic!("{mismatch}");
+        }
     }
 }
 

@@ -398,6 +398,24 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         &self.clock
     }
 
+    /// [`decide_key`](Self::decide_key) with `algorithm` deciding instead of the limiter's own
+    /// (which still judges the entries a new key may take): a tier's request, for
+    /// [`KeyedDifferential`](crate::reference::KeyedDifferential), whose keys may each have their
+    /// own algorithm. A cost of 0 is the key's peek under `algorithm`.
+    pub(crate) fn decide_key_as<Q, B>(
+        &self,
+        key: &Q,
+        algorithm: &B,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+        B: Algorithm,
+    {
+        self.decide_with(algorithm, &self.probe(key), cost)
+    }
+
     /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
     #[inline]
     fn apply<B: Algorithm>(&self, algorithm: &B, probe: &Probe, cost: u64) -> Result<(), Denied> {

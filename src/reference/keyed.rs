@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
+use std::time::Duration;
 
 use super::Mismatch;
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, InsufficientCapacity};
 use crate::keyed::KeyedRateLimiter;
@@ -28,6 +29,10 @@ use crate::store::Overflow;
 ///   key, one that had capacity left (it was not being limited), back to fresh.
 /// - a reset ([`reset`](KeyedDifferential::reset)) leaves its key fresh, every other key as it
 ///   was, and every counter where it was.
+///
+/// In a GCRA table, [`step_with`](KeyedDifferential::step_with) decides a request under a tier's
+/// quota instead ([`KeyedRateLimiter::decide_key_with`]): each key is then checked, by all of
+/// the above, against a limiter of its own tier.
 ///
 /// Limiters that are back to fresh are dropped, since a fresh limiter decides as they would,
 /// just as the table forgets an idle key. For every algorithm a state peeks as fresh exactly when
@@ -154,18 +159,30 @@ where
         key: &K,
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
+        let own = self.keyed.algorithm().clone();
+        self.step_as(key, own, cost)
+    }
+
+    /// [`step`](KeyedDifferential::step) for a request decided by `algorithm`, the key's own
+    /// (a tier's, or the table's), beside a direct limiter of that algorithm.
+    fn step_as(
+        &mut self,
+        key: &K,
+        algorithm: A,
+        cost: u64,
+    ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
         let at = self.begin(format!("key {key:?}, cost {cost}"))?;
-        let fresh = self.fresh();
+        let fresh = self.fresh(algorithm);
         let fresh_peek = fresh.peek();
         let before = self.keyed.stats();
-        let got = self.keyed.decide_key(key, cost);
+        let got = self.keyed.decide_key_as(key, fresh.algorithm(), cost);
         let after = self.keyed.stats();
         if after.overflows > before.overflows {
             if self.held.contains_key(key) {
                 return at
                     .fail("a key the table holds (its state not back to fresh) overflowed".into());
             }
-            if self.keyed.peek_key(key) != fresh_peek {
+            if self.peek(key, fresh.algorithm()) != fresh_peek {
                 return at.fail("an overflow was recorded".into());
             }
             let policy = self.keyed.overflow();
@@ -191,11 +208,12 @@ where
         }
         for (evicted, own) in changed {
             // Evicted: the key is fresh in the table now, and so is its limiter from here on.
-            self.held.remove(&evicted);
+            let limiter = self.held.remove(&evicted).expect("changed keys are held");
             if own.remaining() == 0 {
                 return at.fail(format!("key {evicted:?} was evicted while limited"));
             }
-            if self.keyed.peek_key(&evicted) != fresh_peek {
+            let fresh_peek = self.fresh(limiter.algorithm().clone()).peek();
+            if self.peek(&evicted, limiter.algorithm()) != fresh_peek {
                 return at.fail(format!("evicted key {evicted:?} is not fresh"));
             }
         }
@@ -232,12 +250,15 @@ where
         let before = self.keyed.stats();
         self.keyed.reset_key(key);
         let after = self.keyed.stats();
-        self.held.remove(key);
+        let algorithm = match self.held.remove(key) {
+            Some(limiter) => limiter.algorithm().clone(),
+            None => self.keyed.algorithm().clone(),
+        };
         if after != before {
             return at.fail(format!("the counters moved from {before:?} to {after:?}"));
         }
-        let fresh_peek = self.fresh().peek();
-        let peek = self.keyed.peek_key(key);
+        let fresh_peek = self.fresh(algorithm.clone()).peek();
+        let peek = self.peek(key, &algorithm);
         if peek != fresh_peek {
             return at.fail(format!(
                 "the key peeks as {peek:?} after its reset, not fresh"
@@ -268,26 +289,103 @@ where
             ));
         }
         self.last = at.now;
-        let fresh_peek = self.fresh().peek();
-        self.held.retain(|_, limiter| limiter.peek() != fresh_peek);
+        // A peek is fresh exactly when the reset time is zero (see the type's docs).
+        self.held
+            .retain(|_, limiter| limiter.peek().reset_after() != Duration::ZERO);
         Ok(at)
     }
 
-    /// The keys held, other than `key`, whose peek in the table is not their limiter's, with
-    /// their limiter's.
+    /// The keys held, other than `key`, whose peek in the table (under their own algorithm) is
+    /// not their limiter's, with their limiter's.
     fn changed(&self, key: &K) -> Vec<(K, Decision)> {
         self.held
             .iter()
             .filter(|&(other, _)| other != key)
-            .map(|(other, limiter)| (other, limiter.peek()))
-            .filter(|&(other, own)| self.keyed.peek_key(other) != own)
-            .map(|(other, own)| (other.clone(), own))
+            .map(|(other, limiter)| (other, limiter.peek(), limiter.algorithm()))
+            .filter(|&(other, own, algorithm)| self.peek(other, algorithm) != own)
+            .map(|(other, own, _)| (other.clone(), own))
             .collect()
     }
 
-    /// A direct limiter of the table's algorithm on its clock, in the fresh state.
-    fn fresh(&self) -> RateLimiter<A, C> {
-        RateLimiter::with_clock(self.keyed.algorithm().clone(), self.keyed.clock().clone())
+    /// The table's peek of `key` under `algorithm`, the key's own.
+    fn peek(&self, key: &K, algorithm: &A) -> Decision {
+        let peek = self.keyed.decide_key_as(key, algorithm, 0);
+        peek.expect("a cost of 0 always fits")
+    }
+
+    /// A direct limiter of `algorithm` on the table's clock, in the fresh state.
+    fn fresh(&self, algorithm: A) -> RateLimiter<A, C> {
+        RateLimiter::with_clock(algorithm, self.keyed.clock().clone())
+    }
+}
+
+/// Tiers: requests decided with a per-call quota, as [`KeyedRateLimiter::decide_key_with`] does.
+impl<K, C, S> KeyedDifferential<K, Gcra, C, S>
+where
+    K: Hash + Eq + Clone + fmt::Debug,
+    C: Clock + Clone,
+    S: BuildHasher,
+{
+    /// [`step`](KeyedDifferential::step) for a request of `key` under `tier`
+    /// ([`KeyedRateLimiter::decide_key_with`]), beside a direct limiter of `tier` for the key.
+    /// A key keeps its tier while it is held (while its state is not back to fresh): a request
+    /// under another is a [`Mismatch`], since no single direct limiter stands for such a key.
+    ///
+    /// Everything [`step`](KeyedDifferential::step) checks is checked under each key's own
+    /// tier, the sparing of limited keys by evictions included: so a table whose own quota
+    /// leaves more time after one request than a tier's (see
+    /// [`check_key_with`](KeyedRateLimiter::check_key_with)) fails here once it evicts a key that
+    /// its tier is limiting.
+    ///
+    /// # Errors
+    ///
+    /// As for [`step`](KeyedDifferential::step).
+    ///
+    /// ```
+    /// use tollgate::reference::KeyedDifferential;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
+    ///
+    /// let free = Gcra::from(Quota::per_minute(10).unwrap()); // 54 s after one request
+    /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 5.94 s
+    /// let clock = ManualClock::new();
+    /// let table = |own: Gcra| {
+    ///     let table = KeyedRateLimiter::builder(own)
+    ///         .capacity(4) // one group of 8 slots
+    ///         .overflow(Overflow::EvictLeastConstrained)
+    ///         .clock(&clock)
+    ///         .build::<u32>()
+    ///         .unwrap();
+    ///     let mut diff = KeyedDifferential::new(table);
+    ///     for key in 0..8 {
+    ///         diff.step_with(&key, &premium, 100).unwrap(); // all of its burst
+    ///     }
+    ///     diff
+    /// };
+    /// // Judged by the premium quota, no entry may be evicted: a new key overflows.
+    /// let mut diff = table(premium);
+    /// assert!(!diff.step_with(&8, &free, 1).unwrap().unwrap().is_allowed());
+    /// // Judged by the free quota, every entry looks evictable: one is, while its tier limits it.
+    /// let mut diff = table(free);
+    /// let mismatch = diff.step_with(&8, &free, 1).unwrap_err();
+    /// assert!(mismatch.to_string().contains("was evicted while limited"));
+    /// ```
+    pub fn step_with(
+        &mut self,
+        key: &K,
+        tier: &Gcra,
+        cost: u64,
+    ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
+        if let Some(held) = self.held.get(key) {
+            let live = held.peek().reset_after() != Duration::ZERO;
+            if live && held.algorithm() != tier {
+                return Err(Mismatch(format!(
+                    "step {}: key {key:?} is held under {:?}, asked under {tier:?}",
+                    self.steps,
+                    held.algorithm()
+                )));
+            }
+        }
+        self.step_as(key, *tier, cost)
     }
 }
 
