@@ -536,6 +536,8 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
     ///
+    /// // After one request free leaves 54 s (9 × 6 s), premium 59.94 s (999 × 60 ms): the
+    /// // table takes the free quota, and decides premium keys with `check_key_with`.
     /// let free = Quota::per_minute(10).unwrap();
     /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap());
     /// let limiter = KeyedRateLimiter::<str>::gcra(free, 10_000).unwrap();
