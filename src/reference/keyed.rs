@@ -203,17 +203,17 @@ where
         let changed = self.changed(key);
         let evictions = after.evictions - before.evictions;
         if changed.len() as u64 != evictions {
-            let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
+            let keys: Vec<&K> = changed.iter().map(|(k, _, _)| k).collect();
             return at.fail(format!("keys {keys:?} changed, with {evictions} evictions"));
         }
-        for (evicted, own) in changed {
+        for (evicted, own, algorithm) in changed {
             // Evicted: the key is fresh in the table now, and so is its limiter from here on.
-            let limiter = self.held.remove(&evicted).expect("changed keys are held");
+            self.held.remove(&evicted);
             if own.remaining() == 0 {
                 return at.fail(format!("key {evicted:?} was evicted while limited"));
             }
-            let fresh_peek = self.fresh(limiter.algorithm().clone()).peek();
-            if self.peek(&evicted, limiter.algorithm()) != fresh_peek {
+            let fresh_peek = self.fresh(algorithm.clone()).peek();
+            if self.peek(&evicted, &algorithm) != fresh_peek {
                 return at.fail(format!("evicted key {evicted:?} is not fresh"));
             }
         }
@@ -266,7 +266,7 @@ where
         }
         let changed = self.changed(key);
         if !changed.is_empty() {
-            let keys: Vec<&K> = changed.iter().map(|(k, _)| k).collect();
+            let keys: Vec<&K> = changed.iter().map(|(k, _, _)| k).collect();
             return at.fail(format!("keys {keys:?} changed"));
         }
         Ok(())
@@ -296,14 +296,14 @@ where
     }
 
     /// The keys held, other than `key`, whose peek in the table (under their own algorithm) is
-    /// not their limiter's, with their limiter's.
-    fn changed(&self, key: &K) -> Vec<(K, Decision)> {
+    /// not their limiter's, with their limiter's peek and algorithm.
+    fn changed(&self, key: &K) -> Vec<(K, Decision, A)> {
         self.held
             .iter()
             .filter(|&(other, _)| other != key)
             .map(|(other, limiter)| (other, limiter.peek(), limiter.algorithm()))
             .filter(|&(other, own, algorithm)| self.peek(other, algorithm) != own)
-            .map(|(other, own, _)| (other.clone(), own))
+            .map(|(other, own, algorithm)| (other.clone(), own, algorithm.clone()))
             .collect()
     }
 
