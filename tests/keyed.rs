@@ -379,9 +379,10 @@ fn overflow_deny_reports_when_room_frees_up() {
     assert_eq!(denied.retry_after(), Duration::from_millis(992));
     let d = limiter.decide_key(&100, 1).unwrap();
     assert!(!d.is_allowed());
+    // Nothing remains until then, and then everything does: both times are the 992 ms.
     assert_eq!(
-        (d.remaining(), d.retry_after()),
-        (0, Duration::from_millis(992))
+        (d.remaining(), d.retry_after(), d.reset_after()),
+        (0, Duration::from_millis(992), Duration::from_millis(992))
     );
     assert_eq!(limiter.stats().overflows, 2);
     // A peek of the new key never needs a slot: it reports a fresh state.

@@ -237,7 +237,18 @@ fn idle_logs_make_room_and_full_shards_overflow() {
     // window at 60 s.
     let denied = log.check_key(&4).unwrap_err();
     assert_eq!(denied.retry_after(), Duration::from_secs(20));
-    assert_eq!(log.stats().overflows, 1);
+    // Nothing remains until then, and then everything does: both times are the 20 s.
+    let d = log.decide_key(&4, 1).unwrap();
+    assert_eq!(
+        (
+            d.is_allowed(),
+            d.remaining(),
+            d.retry_after(),
+            d.reset_after()
+        ),
+        (false, 0, Duration::from_secs(20), Duration::from_secs(20))
+    );
+    assert_eq!(log.stats().overflows, 2);
     // A peek of the new key needs no room.
     assert_eq!(log.peek_key(&4).remaining(), 2);
     // At 60 s key 0's log is idle: its room goes to key 4.

@@ -268,9 +268,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
     /// pure peek, which never inserts the key.
     ///
-    /// A new key that finds no room under [`Overflow::Deny`] is denied with `remaining` 0 and a
-    /// `retry_after` of the time until a slot of its groups becomes idle; under
-    /// [`Overflow::Allow`] it gets the decision a fresh key would get, unrecorded.
+    /// A new key that finds no room under [`Overflow::Deny`] is denied with `remaining` 0, and a
+    /// `retry_after` and a `reset_after` of the time until a slot of its groups becomes idle
+    /// (when it can have its whole capacity); under [`Overflow::Allow`] it gets the decision a
+    /// fresh key would get, unrecorded.
     ///
     /// # Errors
     ///
@@ -478,8 +479,11 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             {
                 Ok(decision) => decision,
                 Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
+                // Nothing can be admitted until a slot frees up, and then the whole capacity
+                // can: that wait is both the retry and the reset time (a reset time of 0 beside
+                // nothing remaining would tell a client to come straight back).
                 Err(Overflowed { retry_after, .. }) => {
-                    Decision::new(false, 0, retry_after, Nanos::ZERO, capacity)
+                    Decision::new(false, 0, retry_after, retry_after, capacity)
                 }
             },
         )

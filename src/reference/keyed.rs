@@ -24,7 +24,7 @@ use crate::store::Overflow;
 ///   was absent (a key whose state is not back to fresh keeps its slot unless evicted), is
 ///   recorded nowhere (the table still peeks the key as fresh), and decides as its policy says:
 ///   under [`Overflow::Allow`] as for a fresh key, under the others a denial with nothing
-///   remaining;
+///   remaining until the `retry_after` it gives (its `reset_after` too);
 /// - every other key's peek equals its limiter's, except that each eviction changes exactly one
 ///   key, one that had capacity left (it was not being limited), back to fresh.
 /// - a reset ([`reset`](KeyedDifferential::reset)) leaves its key fresh, every other key as it
@@ -186,7 +186,10 @@ where
                 return at.fail("an overflow was recorded".into());
             }
             let policy = self.keyed.overflow();
-            let denied = got.is_ok_and(|d| !d.is_allowed() && d.remaining() == 0);
+            // Denied with nothing remaining until a slot frees up, when all of it does.
+            let denied = got.is_ok_and(|d| {
+                !d.is_allowed() && d.remaining() == 0 && d.reset_after() == d.retry_after()
+            });
             let right = match policy {
                 Overflow::Allow => got == fresh.decide(cost),
                 _ => denied,

@@ -74,7 +74,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, Nanos, TscClock};
+use crate::clock::{Clock, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::keyed::{DefaultKeyHasher, KeyedBuilder};
 use crate::quota::Quota;
@@ -309,6 +309,11 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
     /// peek, which never inserts the key.
     ///
+    /// A new key that finds its shard full (and nothing to evict) under [`Overflow::Deny`] or
+    /// [`Overflow::EvictLeastConstrained`] is denied with `remaining` 0, and a `retry_after` and
+    /// a `reset_after` of the time until its shard has room (when it can have its whole
+    /// limit); under [`Overflow::Allow`] it gets the decision a new key would get, unrecorded.
+    ///
     /// # Errors
     ///
     /// [`InsufficientCapacity`] for a cost above the limit.
@@ -436,15 +441,14 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         }
         if !shard.make_room(&self.config, self.per_shard, now, self.overflow) {
             shard.overflows += 1;
+            // Denied: nothing until room frees up, and then the whole limit (as in a keyed
+            // limiter's overflow, the wait is both the retry and the reset time).
             return match self.overflow {
                 Overflow::Allow => decision,
-                _ => Decision::new(
-                    false,
-                    0,
-                    shard.time_to_room(&self.config, now),
-                    Nanos::ZERO,
-                    self.config.limit,
-                ),
+                _ => {
+                    let room = shard.time_to_room(&self.config, now);
+                    Decision::new(false, 0, room, room, self.config.limit)
+                }
             };
         }
         shard.insert(hash, log);
