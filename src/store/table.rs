@@ -807,6 +807,158 @@ mod tests {
         );
     }
 
+    /// Every race of the table at once, with the real instructions: four threads decide, insert,
+    /// evict, reuse and reset 32 keys in a table of 16 slots, under all three overflow policies,
+    /// beside one busy thread per core (so that any of them can be preempted in the middle of an
+    /// operation). Between rounds, when every operation has returned, the table must be exactly
+    /// consistent: each key in at most one live slot, no reservation or tombstone left behind,
+    /// and as many occupied slots as its counter says. The clock moves between rounds by 0 to
+    /// 1.5 ms against a burst of 2 ms, so some keys go idle and their slots are reused, and
+    /// others stay live and are evicted or crowd new keys out.
+    ///
+    /// Breaking the table on purpose: a reset that empties the key's slot instead of leaving it
+    /// idle fails this in its first round (and passes every test of `tests/keyed.rs`, whose
+    /// checks see only decisions); a killed reservation whose owner leaves its tombstone failed
+    /// 3 runs in 4 (kills are rare here). A validation that ignores other reservations, which
+    /// lets one key into two slots, failed only 3 runs in 6: the racing rounds of
+    /// `tests/keyed.rs`, built for that race, catch it every run.
+    #[test]
+    fn racing_decisions_inserts_evictions_and_resets_leave_the_table_consistent() {
+        use crate::algorithm::Gcra;
+        use crate::quota::Quota;
+        use std::collections::HashSet;
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        use std::sync::atomic::{AtomicBool, AtomicU64 as Now};
+        use std::sync::{Barrier, Mutex};
+
+        const THREADS: usize = 4;
+        const ROUNDS: u64 = if cfg!(debug_assertions) {
+            5_000
+        } else {
+            20_000
+        };
+        const OPS: u64 = 32;
+        let gcra = Gcra::from(Quota::per_second(1_000).unwrap().with_burst(2).unwrap());
+        let table = Table::new(10, 1).unwrap();
+        assert_eq!(table.groups.len() * GROUP, 16);
+        let hashes: Vec<u64> = (1..=32u64)
+            .map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .collect();
+        let policies = [
+            Overflow::Deny,
+            Overflow::Allow,
+            Overflow::EvictLeastConstrained,
+        ];
+        let now = Now::new(0);
+        let rounds = Barrier::new(THREADS);
+        let busy = AtomicBool::new(true);
+        // A failure (a broken invariant, or a panic in an operation) is recorded, and every
+        // worker stops at the end of that round: a worker that unwound instead would leave the
+        // others waiting at the barrier for ever.
+        let failure = Mutex::new(None::<String>);
+        let failed = AtomicBool::new(false);
+        let fail = |what: String| {
+            let mut first = failure.lock().unwrap_or_else(|e| e.into_inner());
+            first.get_or_insert(what);
+            failed.store(true, SeqCst);
+        };
+        let check = |round: u64| -> Result<(), String> {
+            let mut live = HashSet::new();
+            for slot in table.groups.iter().flat_map(|g| g.slots.iter()) {
+                let word = Portable.load(slot);
+                if state_of(word) == RESERVED {
+                    return Err(format!("round {round}: {word:#x} left behind"));
+                }
+                if word != 0 && !(hashes.contains(&tag_of(word)) && live.insert(tag_of(word))) {
+                    return Err(format!(
+                        "round {round}: {word:#x}, a second or a stray slot"
+                    ));
+                }
+            }
+            let occupied = table.stats_snapshot().occupied;
+            if occupied != live.len() {
+                return Err(format!(
+                    "round {round}: {occupied} counted, {} held",
+                    live.len()
+                ));
+            }
+            Ok(())
+        };
+        let work = |id: u64| {
+            let mut rng = 0x2545_F491_4F6C_DD1D ^ (id + 1).wrapping_mul(0x9E37_79B9);
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            for round in 0..ROUNDS {
+                let at = Nanos::from_nanos(now.load(Relaxed));
+                let ops = catch_unwind(AssertUnwindSafe(|| {
+                    for _ in 0..OPS {
+                        let r = next();
+                        // Half the requests for six keys a round, three of them the last
+                        // round's, so that the threads often insert one new key together; half
+                        // for any of the 32, which fill the table.
+                        let key = if r & 1 << 7 == 0 {
+                            (round as usize * 3 + (r >> 8) as usize % 6) % hashes.len()
+                        } else {
+                            (r >> 8) as usize % hashes.len()
+                        };
+                        let probe = table.probe(hashes[key]);
+                        match r % 16 {
+                            0 => table.reset(&probe),
+                            1 => drop(table.state(&probe)),
+                            _ => {
+                                let policy = policies[(r >> 4) as usize % 3];
+                                let decide = |state| gcra.decide(state, at, 1);
+                                let _ = table.update(&probe, &gcra, at, policy, decide);
+                            }
+                        }
+                    }
+                }));
+                if ops.is_err() {
+                    fail(format!("round {round}: an operation panicked"));
+                }
+                if rounds.wait().is_leader() {
+                    if let Err(what) = check(round) {
+                        fail(what);
+                    }
+                    now.fetch_add(round % 4 * 500_000, Relaxed);
+                }
+                rounds.wait();
+                if failed.load(SeqCst) {
+                    return;
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
+                s.spawn(|| {
+                    while busy.load(Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                });
+            }
+            let workers: Vec<_> = (0..THREADS as u64)
+                .map(|id| s.spawn(move || work(id)))
+                .collect();
+            for worker in workers {
+                let _ = worker.join();
+            }
+            busy.store(false, Relaxed);
+        });
+        if let Some(what) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            panic!("{what}");
+        }
+        let stats = table.stats_snapshot();
+        assert!(
+            stats.reuses > 0 && stats.evictions > 0 && stats.overflows > 0,
+            "{stats:?}"
+        );
+        eprintln!("{stats:?}");
+    }
+
     #[test]
     fn capacity_errors() {
         assert_eq!(Table::new(0, 1).err(), Some(CapacityError::Zero));
