@@ -74,9 +74,12 @@ pub struct KeyedStats {
     /// [`KeyedRateLimiter`](crate::KeyedRateLimiter), the slots that inserts in progress are
     /// claiming at this moment.
     pub occupied: usize,
-    /// Idle keys whose room went to a new key.
+    /// Idle keys whose room went to a new key. Counted when the room is taken: in a
+    /// [`KeyedRateLimiter`](crate::KeyedRateLimiter), an insert that then finds its key
+    /// inserted by another thread gives the slot back empty, but the idle key is gone all the
+    /// same.
     pub reuses: u64,
-    /// Live entries evicted under [`Overflow::EvictLeastConstrained`].
+    /// Live entries evicted under [`Overflow::EvictLeastConstrained`] (counted as `reuses` are).
     pub evictions: u64,
     /// Requests whose key found no slot (denied, allowed unrecorded, or handled by eviction
     /// when nothing could be evicted).
