@@ -85,38 +85,51 @@ impl From<Policy> for Overflow {
 }
 
 fuzz_target!(|input: Input| {
-    let limit = input.limit as u64 % 20 + 1;
-    let Ok(quota) = Quota::new(
-        limit,
-        Duration::from_millis(input.period_ms as u64 % 5_000 + 1),
-    )
-    .and_then(|q| q.with_burst(input.burst as u64 % 30 + 1)) else {
+    let Some(quota) = quota(input.limit, input.period_ms, input.burst) else {
         return;
     };
     let ops = &input.ops[..input.ops.len().min(400)];
+    let hasher = ahash::RandomState::with_seeds(input.seed, 1, 2, 3);
+    let regime = input.regime;
     // Limits of at most 20 fit every window's layout.
     match input.algorithm {
-        Kind::Gcra => match input.regime {
-            Regime::Tiers(policy, tier) => tiers(
-                quota,
-                tier,
-                policy.into(),
-                ahash::RandomState::with_seeds(input.seed, 1, 2, 3),
-                ops,
-            ),
-            _ => run(Gcra::from(quota), &quota, &input, ops),
+        Kind::Gcra => match regime {
+            Regime::Tiers(policy, tier) => tiers(quota, tier, policy.into(), hasher, ops),
+            _ => run(Gcra::from(quota), &quota, regime, hasher, ops),
         },
-        Kind::SlidingWindow => run(SlidingWindow::new(&quota).unwrap(), &quota, &input, ops),
-        Kind::FixedWindow => run(FixedWindow::new(&quota).unwrap(), &quota, &input, ops),
+        Kind::SlidingWindow => {
+            let algorithm = SlidingWindow::new(&quota).unwrap();
+            run(algorithm, &quota, regime, hasher, ops)
+        }
+        Kind::FixedWindow => run(
+            FixedWindow::new(&quota).unwrap(),
+            &quota,
+            regime,
+            hasher,
+            ops,
+        ),
     }
 });
+
+/// The quota that an input's bytes stand for: a limit of 1 to 20, a period of 1 ms to 5 s, a
+/// burst of 1 to 30.
+fn quota(limit: u8, period_ms: u16, burst: u8) -> Option<Quota> {
+    let period = Duration::from_millis(period_ms as u64 % 5_000 + 1);
+    let quota = Quota::new(limit as u64 % 20 + 1, period).ok()?;
+    quota.with_burst(burst as u64 % 30 + 1).ok()
+}
 
 /// The cost byte that stands for a reset of the key instead of a request.
 const RESET: u8 = u8::MAX;
 
-fn run<A: Algorithm + Clone>(algorithm: A, quota: &Quota, input: &Input, ops: &[(u16, i16, u8)]) {
-    let hasher = ahash::RandomState::with_seeds(input.seed, 1, 2, 3);
-    match input.regime {
+fn run<A: Algorithm + Clone>(
+    algorithm: A,
+    quota: &Quota,
+    regime: Regime,
+    hasher: ahash::RandomState,
+    ops: &[(u16, i16, u8)],
+) {
+    match regime {
         Regime::FewKeys => few_keys(algorithm, quota, hasher, ops),
         Regime::ManyKeys(policy) => many_keys(algorithm, policy.into(), hasher, ops),
         Regime::Batches(policy) => batches(algorithm, policy.into(), hasher, ops),
@@ -137,11 +150,7 @@ fn tiers(
     ops: &[(u16, i16, u8)],
 ) {
     let TierQuota(limit, period_ms, burst) = tier;
-    let Ok(second) = Quota::new(
-        limit as u64 % 20 + 1,
-        Duration::from_millis(period_ms as u64 % 5_000 + 1),
-    )
-    .and_then(|q| q.with_burst(burst as u64 % 30 + 1)) else {
+    let Some(second) = self::quota(limit, period_ms, burst) else {
         return;
     };
     let tiers = [Gcra::from(quota), Gcra::from(second)];
