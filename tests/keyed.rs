@@ -471,6 +471,32 @@ fn tiers_share_one_table() {
     assert!(limiter.check_key_with("x", &premium, 101).is_err());
 }
 
+/// A key switched between tiers keeps one GCRA schedule, its theoretical arrival time (TAT),
+/// and each request judges it by that request's quota, as `check_key_with`'s docs say: not the
+/// same as a key that always had the new quota.
+#[test]
+fn a_key_switched_between_tiers_is_judged_by_its_schedule_under_the_new_quota() {
+    let clock = ManualClock::new();
+    let free = Gcra::from(Quota::per_minute(10).unwrap()); // one per 6 s, bursts of 10
+    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 60 ms
+    let limiter = KeyedRateLimiter::builder(free)
+        .clock(&clock)
+        .build::<str>()
+        .unwrap();
+    // 100 premium requests at 0: TAT 6 s, premium's whole burst spent.
+    limiter.check_key_with("k", &premium, 100).unwrap();
+    // The free quota reads the same 6 s of schedule as one of its own requests: this one takes
+    // the TAT to 12 s, and leaves (0 + 60 s − 12 s) / 6 s = 8.
+    let d = limiter.decide_key("k", 1).unwrap();
+    assert_eq!((d.is_allowed(), d.remaining()), (true, 8));
+    assert_eq!(d.reset_after(), Duration::from_secs(12));
+    // Back under premium, 12 s of schedule is twice its 6 s tolerance: the next request waits
+    // until TAT + 60 ms − 6 s, 6.06 s from now.
+    let d = limiter.decide_key_with("k", &premium, 1).unwrap();
+    assert_eq!((d.is_allowed(), d.remaining()), (false, 0));
+    assert_eq!(d.retry_after(), Duration::from_millis(6_060));
+}
+
 /// Eviction judges whether an entry is being limited by the limiter's own quota, since a slot
 /// does not say which tier its key is in: a key limited under its own tier is safe from
 /// eviction when the limiter's quota leaves the least time after one request, `(burst − 1)`
