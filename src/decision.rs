@@ -66,6 +66,14 @@ impl Decision {
         }
     }
 
+    /// The denial of a new key that found no room in a keyed store: nothing can be admitted
+    /// until room frees up, in `wait`, and then the whole `limit` can, so `wait` is both the
+    /// retry and the reset time (a reset time of 0 beside nothing remaining would tell a client
+    /// to come straight back).
+    pub(crate) const fn no_room(wait: Nanos, limit: u64) -> Decision {
+        Decision::new(false, 0, wait, wait, limit)
+    }
+
     /// The decision as a `check` result: `Ok`, or the denial with its wait.
     pub(crate) const fn into_check(self) -> Result<(), Denied> {
         if self.allowed != 0 {

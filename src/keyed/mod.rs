@@ -479,12 +479,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             {
                 Ok(decision) => decision,
                 Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
-                // Nothing can be admitted until a slot frees up, and then the whole capacity
-                // can: that wait is both the retry and the reset time (a reset time of 0 beside
-                // nothing remaining would tell a client to come straight back).
-                Err(Overflowed { retry_after, .. }) => {
-                    Decision::new(false, 0, retry_after, retry_after, capacity)
-                }
+                Err(Overflowed { retry_after, .. }) => Decision::no_room(retry_after, capacity),
             },
         )
     }

@@ -292,9 +292,7 @@ where
             ));
         }
         self.last = at.now;
-        // A peek is fresh exactly when the reset time is zero (see the type's docs).
-        self.held
-            .retain(|_, limiter| limiter.peek().reset_after() != Duration::ZERO);
+        self.held.retain(|_, limiter| is_live(limiter));
         Ok(at)
     }
 
@@ -379,8 +377,7 @@ where
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
         if let Some(held) = self.held.get(key) {
-            let live = held.peek().reset_after() != Duration::ZERO;
-            if live && held.algorithm() != tier {
+            if is_live(held) && held.algorithm() != tier {
                 return Err(Mismatch(format!(
                     "step {}: key {key:?} is held under {:?}, asked under {tier:?}",
                     self.steps,
@@ -390,6 +387,12 @@ where
         }
         self.step_as(key, *tier, cost)
     }
+}
+
+/// Whether a key's limiter is not back to fresh, so that the table must still hold the key: a
+/// state peeks as fresh exactly when its reset time is zero (see [`KeyedDifferential`]).
+fn is_live<A: Algorithm, C: Clock>(limiter: &RateLimiter<A, C>) -> bool {
+    limiter.peek().reset_after() != Duration::ZERO
 }
 
 /// A step of a [`KeyedDifferential`]: its number, its time and its request, which every mismatch

@@ -441,14 +441,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         }
         if !shard.make_room(&self.config, self.per_shard, now, self.overflow) {
             shard.overflows += 1;
-            // Denied: nothing until room frees up, and then the whole limit (as in a keyed
-            // limiter's overflow, the wait is both the retry and the reset time).
             return match self.overflow {
                 Overflow::Allow => decision,
-                _ => {
-                    let room = shard.time_to_room(&self.config, now);
-                    Decision::new(false, 0, room, room, self.config.limit)
-                }
+                _ => Decision::no_room(shard.time_to_room(&self.config, now), self.config.limit),
             };
         }
         shard.insert(hash, log);
