@@ -264,11 +264,6 @@ mod tests {
         assert!(fields.iter().all(|&f| f <= LIMITER_FIELDS), "{fields:?}");
     }
 
-    /// On x86-64 the table runs its slots on the CPU's own instructions ([`Native`]); every other
-    /// test of the crate goes through them there. This one replays the same requests (many keys
-    /// for a small table: hits, inserts, reuse, eviction, overflows) against a twin table
-    /// forced onto portable-atomic's operations, the path of CPUs without AVX and of other
-    /// targets, and asserts the same outcome for every request and the same word in every slot.
     #[test]
     fn tables_of_2000_keys_or_more_take_at_most_24_bytes_per_key_for_any_thread_count() {
         let threads = [1, 2, 3, 16, 64, 1 << 10, 1 << 20, usize::MAX];

@@ -745,6 +745,11 @@ mod tests {
         assert_eq!(core::mem::size_of::<Group>(), 128);
     }
 
+    /// On x86-64 the table runs its slots on the CPU's own instructions ([`Native`]); every
+    /// other test of the crate goes through them there. This one replays the same requests (many
+    /// keys for a small table: hits, inserts, reuse, eviction, overflows) against a twin table
+    /// forced onto portable-atomic's operations, the path of CPUs without AVX and of other
+    /// targets, and asserts the same outcome for every request and the same word in every slot.
     #[test]
     fn native_and_portable_slot_operations_decide_alike() {
         use crate::algorithm::Gcra;
