@@ -146,43 +146,36 @@ proptest! {
         many_keys_replay_with(algorithm, Overflow::EvictLeastConstrained, seed, &ops)?;
     }
 
-    /// Tiers in one GCRA table, under every overflow policy: even keys are asked under one
-    /// quota, odd keys under another, and the table's own quota is the one of the two that
-    /// leaves less time after one request (the rule in `check_key_with`'s docs), so that no key
-    /// being limited under its own tier is evicted. [`KeyedDifferential::step_with`] checks every
-    /// request as the replays above do, each key against a limiter of its own tier.
+    /// Tiers in one GCRA table, under every overflow policy: keys are asked under three random
+    /// quotas, a third of them under each, two tiers through `decide_key_with` and the table's
+    /// own through `decide_key`. Whichever leaves the least time after one request, no key
+    /// being limited under its own quota is evicted: the table judges entries by its own quota
+    /// and every tier's it has been asked with. [`KeyedDifferential`] checks every request as
+    /// the replays above do, each key against a limiter of its own quota.
     #[test]
     fn tiers_under_reuse_overflow_and_eviction_are_exact(
         seed in any::<u64>(),
         policy in 0..3usize,
-        tiers in prop::array::uniform2((1u64..6, 100u64..3_000, 1u64..6)),
+        quotas in prop::array::uniform3((1u64..6, 100u64..3_000, 1u64..6)),
         ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![19 => 0u64..7, 1 => Just(RESET)]), 1..600),
     ) {
-        let tiers = tiers.map(|(limit, period_ms, burst)| {
+        let [own, tiers @ ..] = quotas.map(|(limit, period_ms, burst)| {
             let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
             Gcra::from(quota.with_burst(burst).unwrap())
         });
         let overflow = [Overflow::Deny, Overflow::Allow, Overflow::EvictLeastConstrained][policy];
-        let own = *tiers.iter().min_by_key(|&tier| least_room(tier)).unwrap();
         let clock = ManualClock::new();
         let mut diff = KeyedDifferential::new(small_table(own, overflow, &clock, seed));
         for &(key, step_ms, cost) in &ops {
             clock.advance(Duration::from_millis(step_ms as u64));
-            let tier = &tiers[key as usize % 2];
-            let checked = if cost == RESET_TIERED {
-                diff.reset(&key)
-            } else {
-                diff.step_with(&key, tier, cost).map(drop)
+            let checked = match (cost, key % 3) {
+                (RESET_TIERED, _) => diff.reset(&key),
+                (_, 2) => diff.step(&key, cost).map(drop),
+                (_, tier) => diff.step_with(&key, &tiers[tier as usize], cost).map(drop),
             };
             checked.map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
         }
     }
-}
-
-/// The time a GCRA quota leaves after one request to a fresh state: `tolerance − emission
-/// interval`. Of a table's tiers, the one with the least is the one to give the table.
-fn least_room(tier: &Gcra) -> Duration {
-    tier.tolerance() - tier.emission_interval()
 }
 
 /// The cost that stands for a reset in the tiers' replay: past every burst it draws (up to 5,
@@ -497,22 +490,22 @@ fn a_key_switched_between_tiers_is_judged_by_its_schedule_under_the_new_quota() 
     assert_eq!(d.retry_after(), Duration::from_millis(6_060));
 }
 
-/// Eviction judges whether an entry is being limited by the limiter's own quota, since a slot
-/// does not say which tier its key is in: a key limited under its own tier is safe from
-/// eviction when the limiter's quota leaves the least time after one request, `(burst − 1)`
-/// emission intervals, of all the tiers (the rule in `check_key_with`'s docs; the property test
-/// below proves the arithmetic). That is not always the lowest rate's tier, as here.
+/// Eviction spares every entry that is being limited, and a slot does not say which tier its key
+/// is in: so the table judges its entries by its own quota and by every tier's it has been
+/// asked with. Here, whichever of the two tiers the table is given, eight keys that have spent
+/// their tier's whole burst stay put through a flood of new keys of both tiers.
 #[test]
 fn eviction_spares_keys_limited_under_their_own_tier() {
-    let free = Quota::per_minute(10).unwrap(); // 9 intervals of 6 s after one request: 54 s
-    let premium = Quota::per_minute(1_000).unwrap().with_burst(100).unwrap(); // 99 × 60 ms
-    let tiers = [Gcra::from(free), Gcra::from(premium)];
+    let free = Gcra::from(Quota::per_minute(10).unwrap()); // 9 intervals of 6 s after one request
+    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 99 × 60 ms
+    let tiers = [free, premium];
     let burst = [10, 100];
-    let table = |own: Quota, clock| {
-        let limiter = KeyedRateLimiter::builder(Gcra::from(own))
+    for own in tiers {
+        let clock = ManualClock::new();
+        let limiter = KeyedRateLimiter::builder(own)
             .capacity(4)
             .overflow(Overflow::EvictLeastConstrained)
-            .clock(clock)
+            .clock(&clock)
             .build::<u32>()
             .unwrap();
         assert_eq!(limiter.stats().slots, 8, "one group");
@@ -525,59 +518,68 @@ fn eviction_spares_keys_limited_under_their_own_tier() {
                 .unwrap();
             assert!(limiter.check_key_with(&key, &tiers[tier], 1).is_err());
         }
-        limiter
-    };
-
-    // The rule's choice: premium (5.94 s < 54 s). Under its quota no entry could admit a
-    // request, so none is evicted: every new key of either tier overflows, and is told to come
-    // back when the first entry is idle (the premium keys, at 6 s: that does not depend on the
-    // quota).
-    let clock = ManualClock::new();
-    let limiter = table(premium, &clock);
-    for key in 100..200 {
-        let tier = key as usize % 2;
-        let decision = limiter.decide_key_with(&key, &tiers[tier], 1).unwrap();
-        assert!(!decision.is_allowed(), "key {key}");
-        assert_eq!(decision.retry_after(), Duration::from_secs(6));
+        // No entry could admit a request under its own tier, so none is evicted: every new key
+        // of either tier overflows, and is told to come back when the first entry is idle (the
+        // premium keys, at 6 s).
+        for key in 100..200 {
+            let tier = key as usize % 2;
+            let decision = limiter.decide_key_with(&key, &tiers[tier], 1).unwrap();
+            assert!(!decision.is_allowed(), "key {key}, {own:?}");
+            assert_eq!(decision.retry_after(), Duration::from_secs(6));
+        }
+        let stats = limiter.stats();
+        assert_eq!((stats.evictions, stats.overflows), (0, 100), "{own:?}");
+        for key in 0..8 {
+            let tier = key as usize % 2;
+            let peek = limiter.decide_key_with(&key, &tiers[tier], 0).unwrap();
+            assert_eq!(peek.remaining(), 0, "key {key}, {own:?}");
+        }
     }
-    let stats = limiter.stats();
-    assert_eq!((stats.evictions, stats.overflows), (0, 100));
+}
+
+/// A tier's quota judges the table's entries from the first request decided with it, to the
+/// nanosecond: an entry is spared while its schedule runs further ahead of the clock than the
+/// least any of the table's quotas leaves after one request (free 54 s, premium 5.94 s).
+#[test]
+fn a_tier_judges_entries_from_its_first_request() {
+    let free = Gcra::from(Quota::per_minute(10).unwrap());
+    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::builder(free)
+        .capacity(4)
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(&clock)
+        .build::<u32>()
+        .unwrap();
+    // Eight free keys with one request each, 6 s ahead: 9 left, so each may be evicted.
     for key in 0..8 {
-        let tier = key as usize % 2;
-        assert!(
-            limiter.check_key_with(&key, &tiers[tier], 1).is_err(),
-            "key {key}"
-        );
+        limiter.check_key(&key).unwrap();
     }
-
-    // The lowest rate's tier instead: a premium key with nothing left has 9 under the free
-    // quota, so it looks evictable, and the first new key evicts one. Back, it gets a whole
-    // fresh burst of 100 where its tier had nothing left: the case the rule is there for.
-    let clock = ManualClock::new();
-    let limiter = table(free, &clock);
     limiter.check_key(&100).unwrap();
     assert_eq!(limiter.stats().evictions, 1);
-    let readmitted: Vec<u32> = (0..8)
-        .filter(|&key| {
-            limiter
-                .decide_key_with(&key, &tiers[key as usize % 2], 0)
-                .unwrap()
-                .remaining()
-                > 0
-        })
-        .collect();
-    assert_eq!(readmitted.len(), 1, "{readmitted:?}");
-    assert_eq!(readmitted[0] % 2, 1, "a premium key");
-    assert!(limiter
-        .check_key_with(&readmitted[0], &tiers[1], 100)
-        .is_ok());
+    // The first premium request needs room too, but by now 6 s ahead is past premium's 5.94 s:
+    // it overflows, until the first entry is idle, and so does every new key after it.
+    let decision = limiter.decide_key_with(&200, &premium, 1).unwrap();
+    assert!(!decision.is_allowed());
+    assert_eq!(decision.retry_after(), Duration::from_secs(6));
+    assert!(limiter.check_key(&101).is_err());
+    let stats = limiter.stats();
+    assert_eq!((stats.evictions, stats.overflows), (1, 2));
+    // A nanosecond short of 60 ms later the entries are still 1 ns past premium's room; at
+    // 60 ms they are exactly at it, and may be evicted again.
+    clock.advance(Duration::from_millis(60) - Duration::from_nanos(1));
+    assert!(limiter.check_key(&102).is_err());
+    clock.advance(Duration::from_nanos(1));
+    limiter.check_key(&102).unwrap();
+    let stats = limiter.stats();
+    assert_eq!((stats.evictions, stats.overflows), (2, 3));
 }
 
 proptest! {
-    /// What the tiers' rule rests on: under any GCRA quota, a state can admit a request (and so,
-    /// judged by that quota, may be evicted) exactly when its TAT is at most
-    /// `tolerance − emission interval` ahead of now. So if the limiter's quota leaves no more
-    /// than a tier's, an entry that may be evicted is one that its own tier would not limit.
+    /// What the judgement of a table's entries rests on: under any GCRA quota, a state can admit
+    /// a request (and so, judged by that quota, may be evicted) exactly when its TAT is at most
+    /// `tolerance − emission interval` ahead of now. So an entry that no quota of the table's
+    /// would limit, judged by the least of them, is one that its own tier would not limit.
     #[test]
     fn a_gcra_state_is_limited_exactly_when_its_tat_is_past_tolerance_less_one_interval(
         (limit, period_ms, burst) in (1u64..1_000, 1u64..100_000, 1u64..1_000),

@@ -14,10 +14,11 @@
 //!   absent and is recorded nowhere; every other key keeps its state, except that each eviction
 //!   changes exactly one key, one that was not being limited, back to fresh. A cost byte of 255
 //!   resets the key instead: it must peek as fresh after it, and no other key or counter move.
-//! - **tiers** (GCRA): as many keys, even keys under the input's quota and odd keys under a
-//!   second quota from the input, in a table whose own quota is the one of the two that leaves
-//!   less time after one request; `KeyedDifferential::step_with` checks each key against a
-//!   limiter of its own tier, evictions included (never a key its tier is limiting).
+//! - **tiers** (GCRA): as many keys, a third of them under the table's own quota (the input's)
+//!   and a third under each of two more quotas from the input, decided with `decide_key_with`;
+//!   `KeyedDifferential` checks each key against a limiter of its own quota, evictions included
+//!   (never a key that its own quota is limiting, whichever quota leaves the least time after
+//!   one request).
 //! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
 //!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
 //!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
@@ -58,8 +59,8 @@ enum Regime {
     FewKeys,
     ManyKeys(Policy),
     Batches(Policy),
-    /// GCRA only (the other algorithms take the `ManyKeys` regime): a second quota, a tier's.
-    Tiers(Policy, TierQuota),
+    /// GCRA only (the other algorithms take the `ManyKeys` regime): two more quotas, tiers'.
+    Tiers(Policy, TierQuota, TierQuota),
 }
 
 /// A tier's quota: limit, period in ms, burst, each reduced as the input's own are.
@@ -94,7 +95,9 @@ fuzz_target!(|input: Input| {
     // Limits of at most 20 fit every window's layout.
     match input.algorithm {
         Kind::Gcra => match regime {
-            Regime::Tiers(policy, tier) => tiers(quota, tier, policy.into(), hasher, ops),
+            Regime::Tiers(policy, first, second) => {
+                tiers(quota, [first, second], policy.into(), hasher, ops)
+            }
             _ => run(Gcra::from(quota), &quota, regime, hasher, ops),
         },
         Kind::SlidingWindow => {
@@ -134,33 +137,32 @@ fn run<A: Algorithm + Clone>(
         Regime::ManyKeys(policy) => many_keys(algorithm, policy.into(), hasher, ops),
         Regime::Batches(policy) => batches(algorithm, policy.into(), hasher, ops),
         // Only a GCRA table takes tiers: `tiers` is called from the GCRA arm of the target.
-        Regime::Tiers(policy, _) => many_keys(algorithm, policy.into(), hasher, ops),
+        Regime::Tiers(policy, ..) => many_keys(algorithm, policy.into(), hasher, ops),
     }
 }
 
-/// Two tiers in one GCRA table: even keys under the input's quota, odd keys under the tier's,
-/// and the table's own quota the one that leaves less time after one request (the rule in
-/// `check_key_with`'s docs), under the input's overflow policy. [`KeyedDifferential::step_with`]
-/// checks every request as in [`many_keys`], each key against a limiter of its own tier.
+/// Tiers in one GCRA table under the input's overflow policy: keys are asked under the table's
+/// own quota (with `decide_key`) or under one of two tiers' (with `decide_key_with`), a third of
+/// them each. [`KeyedDifferential`] checks every request as in [`many_keys`], each key against a
+/// limiter of its own quota.
 fn tiers(
     quota: Quota,
-    tier: TierQuota,
+    tiers: [TierQuota; 2],
     overflow: Overflow,
     hasher: ahash::RandomState,
     ops: &[(u16, i16, u8)],
 ) {
-    let TierQuota(limit, period_ms, burst) = tier;
-    let Some(second) = self::quota(limit, period_ms, burst) else {
+    let [Some(first), Some(second)] =
+        tiers.map(|TierQuota(limit, period_ms, burst)| self::quota(limit, period_ms, burst))
+    else {
         return;
     };
-    let tiers = [Gcra::from(quota), Gcra::from(second)];
-    let room = |tier: &Gcra| tier.tolerance() - tier.emission_interval();
-    let own = *tiers.iter().min_by_key(|&tier| room(tier)).unwrap();
+    let tiers = [Gcra::from(first), Gcra::from(second)];
     let clock = ManualClock::new();
-    let mut diff = KeyedDifferential::new(table(own, 8, overflow, &clock, hasher));
+    let mut diff = KeyedDifferential::new(table(Gcra::from(quota), 8, overflow, &clock, hasher));
     for &(key, step, cost) in ops {
         // Mostly under 16 ms apart, so that many keys are live at once and the groups fill with
-        // keys their tiers are limiting; one step in 64 a pause of 2 s that idles most of them.
+        // keys their quotas are limiting; one step in 64 a pause of 2 s that idles most of them.
         let ms = if step % 64 == 63 {
             2_000
         } else {
@@ -168,12 +170,14 @@ fn tiers(
         };
         clock.advance(Duration::from_millis(ms));
         let key = key % 64;
-        let tier = &tiers[key as usize % 2];
-        let checked = if cost == RESET {
-            diff.reset(&key)
-        } else {
-            diff.step_with(&key, tier, cost as u64 % (tier.capacity() + 2))
-                .map(drop)
+        let checked = match (cost, key % 3) {
+            (RESET, _) => diff.reset(&key),
+            (_, 2) => diff.step(&key, cost as u64 % (quota.burst() + 2)).map(drop),
+            (_, tier) => {
+                let tier = &tiers[tier as usize];
+                diff.step_with(&key, tier, cost as u64 % (tier.capacity() + 2))
+                    .map(drop)
+            }
         };
         if let Err(mismatch) = checked {
             panic!("{mismatch}");

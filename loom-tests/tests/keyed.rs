@@ -11,7 +11,9 @@
 //! - three threads inserting the same new key, so that one inserter can be overtaken: its
 //!   reservation killed, the key published elsewhere, and its slot wanted by the third.
 //! - a reset of key X racing a decision on X's slot, the insert of X, or the reuse of X's idle
-//!   slot by key Y.
+//!   slot by key Y;
+//! - a key's first request under a stricter tier racing a new key that needs room (the tier's
+//!   room, learned by one thread, must judge the other's eviction).
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
@@ -23,7 +25,9 @@
 //! failed reservation not released (the different-slots model); an entry that is being limited
 //! evicted (the eviction model); a kill that empties the slot instead of leaving a tombstone (the
 //! three-inserts model: the crate's own code until 2026-11-24, when the model was written), or a
-//! tombstone left in place by its owner (the different-slots and three-inserts models). Two breaks
+//! tombstone left in place by its owner (the different-slots and three-inserts models); a tier's
+//! room read by an evictor without the acquire fence after its scan, or learned without the
+//! release fence before the decision (the tier model, 2026-11-24, either break). Two breaks
 //! changed nothing observable, as expected: the higher reservation winning instead of the lower
 //! (any fixed order works), and a decision on its own key's reservation (GCRA reads the reserved
 //! word as a schedule far ahead and denies, as a key that gives up waiting for its reservation
@@ -202,6 +206,56 @@ fn decision_races_the_eviction_of_its_slot() {
                 assert_eq!((stats.evictions, stats.overflows), (1, 1));
             }
             (false, false) => panic!("both denied: one of them had room"),
+        }
+    });
+}
+
+/// A key upgraded to a tier that judges entries more strictly than the table's quota: the
+/// tier's first request, on the key's idle slot, races a new key that needs room. The table is
+/// given the free quota (1 per second, bursts of 10: 9 s of room after one request); premium is
+/// 100 per second with bursts of 2 (10 ms of room). Whoever sees the premium request's state
+/// must judge by premium's room, or it would evict a key that premium is limiting (the fences
+/// in `Table::learn_tier` and `Table::choose`).
+#[test]
+fn a_tier_learned_by_one_thread_judges_an_eviction_by_another() {
+    const P: u64 = X;
+    const Q: u64 = Y;
+    loom::model(|| {
+        let free = Quota::per_second(1).unwrap().with_burst(10).unwrap();
+        let premium = Gcra::from(Quota::per_second(100).unwrap().with_burst(2).unwrap());
+        let limiter = table_with(free, Overflow::EvictLeastConstrained);
+        // P's one free request at 0 s is paid off at 1 s, when A makes its own: at 1 s the
+        // table holds A, 1 s ahead (9 left, evictable under free), and P, idle.
+        limiter.check_key(&P).unwrap();
+        limiter.clock().set(Duration::from_secs(1));
+        limiter.check_key(&C).unwrap();
+        let upgrade = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.check_key_with(&P, &premium, 2).is_ok())
+        };
+        let q = spawn_check(&limiter, Q);
+        let (p, q) = (upgrade.join().unwrap(), q.join().unwrap());
+        let stats = limiter.stats();
+        let remaining = |key| limiter.peek_key(&key).remaining();
+        let premium_remaining = |key| limiter.decide_key_with(&key, &premium, 0).unwrap();
+        assert_eq!(stats.evictions, 0, "p {p}, q {q}");
+        assert_eq!(remaining(C), 9);
+        match (p, q) {
+            // P took its idle slot first, 20 ms ahead: limited under premium (10 ms of room),
+            // and so is A (1 s ahead): Q finds nothing to evict.
+            (true, false) => {
+                assert_eq!(premium_remaining(P).remaining(), 0);
+                assert_eq!(remaining(Q), 10);
+                assert_eq!((stats.reuses, stats.overflows), (0, 1));
+            }
+            // Q reused P's idle slot first; P, a new key again, finds A and Q 1 s ahead, past
+            // premium's room, and nothing to evict.
+            (false, true) => {
+                assert_eq!(premium_remaining(P).remaining(), 2);
+                assert_eq!(remaining(Q), 9);
+                assert_eq!((stats.reuses, stats.overflows), (1, 1));
+            }
+            _ => panic!("p {p}, q {q}: exactly one of them has room"),
         }
     });
 }

@@ -107,6 +107,24 @@ impl Gcra {
         Duration::from_nanos(self.tolerance)
     }
 
+    /// The time a schedule may run ahead of the clock and still admit a request of cost 1:
+    /// `tolerance − emission_interval` (0 for a burst of 1). A TAT further ahead than that is
+    /// being limited: `available` is then 0.
+    #[inline]
+    pub(crate) const fn room(&self) -> u64 {
+        // tolerance = burst × interval with burst >= 1.
+        self.tolerance - self.emission_interval
+    }
+
+    /// Whether a key at `state` is being limited at `now` under this quota or under another
+    /// whose [`room`](Gcra::room) is `tier_room`: its TAT is further ahead than the smaller of
+    /// the two rooms. Under this quota alone (`tier_room` = `u64::MAX`) that is exactly a peek
+    /// with nothing remaining.
+    #[inline]
+    pub(crate) fn is_limited_within(&self, state: u64, now: Nanos, tier_room: u64) -> bool {
+        state.saturating_sub(now.as_nanos()) > self.room().min(tier_room)
+    }
+
     /// Tokens available at `now` for a schedule that stands at `base = max(TAT, now)`.
     #[inline]
     fn available(&self, base: u64, now: u64) -> u64 {
@@ -334,5 +352,32 @@ mod tests {
         // An idle state decides like a fresh one.
         let now = Nanos::from_nanos(10);
         assert_eq!(g.decide(10, now, 1).0, g.decide(0, now, 1).0);
+    }
+
+    proptest::proptest! {
+        /// The table's judgement of an entry with a tier's room is exactly "limited under the
+        /// table's quota or under the tier's", each as a peek says it: nothing remaining.
+        #[test]
+        fn limited_within_a_tier_is_limited_under_either_quota(
+            own in (1u64..1_000, 1u64..100_000, 1u64..1_000),
+            tier in (1u64..1_000, 1u64..100_000, 1u64..1_000),
+            no_tier in proptest::bool::ANY,
+            now in 0u64..1 << 50,
+            ahead in proptest::num::u64::ANY,
+            edge in -3i64..=3,
+        ) {
+            let (own, tier) = (gcra(own.0, own.1, own.2), gcra(tier.0, tier.1, tier.2));
+            let limited = |g: &Gcra, state| g.decide(state, Nanos::from_nanos(now), 0).0.remaining() == 0;
+            // Any TAT up to one tolerance ahead, or one within 3 ns of either room.
+            let room = if ahead % 2 == 0 { own.room() } else { tier.room() };
+            let state = if ahead % 3 == 0 {
+                (now + room).saturating_add_signed(edge)
+            } else {
+                now + ahead % (own.tolerance.max(tier.tolerance) + 1)
+            };
+            let judged = own.is_limited_within(state, Nanos::from_nanos(now), if no_tier { u64::MAX } else { tier.room() });
+            let expected = limited(&own, state) || (!no_tier && limited(&tier, state));
+            proptest::prop_assert_eq!(judged, expected, "TAT {} at {}", state, now);
+        }
     }
 }

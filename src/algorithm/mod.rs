@@ -171,9 +171,34 @@ pub trait Algorithm: sealed::Sealed + Send + Sync + core::fmt::Debug {
     fn is_idle(&self, state: u64, now: Nanos) -> bool;
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Gcra {}
+/// Seals [`Algorithm`], and holds what the keyed table asks of an algorithm beyond it.
+pub(crate) mod sealed {
+    use super::Algorithm;
+    use crate::clock::Nanos;
+
+    pub trait Sealed {
+        /// Whether the entry with `state` is being limited at `now`: it cannot admit a request
+        /// of cost 1, under this algorithm or under a per-call quota whose room after one
+        /// request is `tier_room` nanoseconds (`u64::MAX` when no request has had one). An
+        /// entry that is being limited is never evicted.
+        ///
+        /// Only GCRA takes per-call quotas (tiers); the windows ignore `tier_room`.
+        #[inline]
+        fn is_limited(&self, state: u64, now: Nanos, tier_room: u64) -> bool
+        where
+            Self: Algorithm,
+        {
+            let _ = tier_room;
+            self.decide(state, now, 0).0.remaining() == 0
+        }
+    }
+
+    impl Sealed for super::Gcra {
+        #[inline]
+        fn is_limited(&self, state: u64, now: Nanos, tier_room: u64) -> bool {
+            self.is_limited_within(state, now, tier_room)
+        }
+    }
     impl Sealed for super::SlidingWindow {}
     impl Sealed for super::FixedWindow {}
 }

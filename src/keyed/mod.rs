@@ -399,22 +399,17 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         &self.clock
     }
 
-    /// [`decide_key`](Self::decide_key) with `algorithm` deciding instead of the limiter's own
-    /// (which still judges the entries a new key may take): a tier's request, for
-    /// [`KeyedDifferential`](crate::reference::KeyedDifferential), whose keys may each have their
-    /// own algorithm. A cost of 0 is the key's peek under `algorithm`.
-    pub(crate) fn decide_key_as<Q, B>(
-        &self,
-        key: &Q,
-        algorithm: &B,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity>
+    /// [`peek_key`](Self::peek_key) under `algorithm` instead of the limiter's own: a tier's
+    /// peek, for [`KeyedDifferential`](crate::reference::KeyedDifferential), whose keys may each
+    /// have their own algorithm.
+    pub(crate) fn peek_key_as<Q, B>(&self, key: &Q, algorithm: &B) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
         B: Algorithm,
     {
-        self.decide_with(algorithm, &self.probe(key), cost)
+        let peek = self.decide_with(algorithm, &self.probe(key), 0);
+        peek.expect("a cost of 0 always fits")
     }
 
     /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
@@ -518,15 +513,15 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// Whether a slot is idle, and how long until it is, do not depend on the quota: reuse, and
     /// the `retry_after` of an overflow, are exact for every tier. One judgement does need a
     /// quota, which a slot cannot tell: whether an entry is being limited, which
-    /// [`Overflow::EvictLeastConstrained`] must know to spare it. The table judges every entry by
-    /// the limiter's own quota, whatever quota the request that needs room is decided with: an
-    /// entry that could admit a request under the limiter's quota may be evicted. So that no key
-    /// being limited under its own tier ever looks evictable, give the limiter the tier whose
-    /// quota leaves the least time after one request, [`tolerance`](Quota::tolerance) minus
-    /// [`emission_interval`](Quota::emission_interval), and decide the other tiers with
-    /// `check_key_with`. That is not always the lowest rate: 10 per minute leaves 54 s (9
-    /// intervals of 6 s), 1 000 per minute with bursts of 100 leaves 5.94 s, so a table of those
-    /// two tiers takes the second.
+    /// [`Overflow::EvictLeastConstrained`] must know to spare it. So the table judges every entry
+    /// by the strictest quota it knows: its own and every one that a request has been decided
+    /// with, from that request on. An entry is spared while its schedule runs further ahead of
+    /// the clock than the least time any of them leaves after one request
+    /// ([`tolerance`](Quota::tolerance) minus [`emission_interval`](Quota::emission_interval): 54 s
+    /// for 10 per minute, 5.94 s for 1 000 per minute with bursts of 100). No key that its own
+    /// tier is limiting is ever evicted, whichever tier the limiter itself is given; the price is
+    /// that a key of a lenient tier may be spared although it still has requests left. A quota
+    /// used once keeps judging for the limiter's life.
     ///
     /// # Errors
     ///
@@ -535,8 +530,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
     ///
-    /// // After one request free leaves 54 s (9 × 6 s), premium 59.94 s (999 × 60 ms): the
-    /// // table takes the free quota, and decides premium keys with `check_key_with`.
+    /// // Free keys under the limiter's own quota, premium keys with `check_key_with`.
     /// let free = Quota::per_minute(10).unwrap();
     /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap());
     /// let limiter = KeyedRateLimiter::<str>::gcra(free, 10_000).unwrap();
@@ -555,10 +549,13 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         if cost > capacity {
             return Err(InsufficientCapacity::new(cost, capacity).into());
         }
+        self.table.learn_tier(quota.room());
         Ok(self.apply(quota, &self.probe(key), cost)?)
     }
 
-    /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own.
+    /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own. As for
+    /// [`check_key_with`](Self::check_key_with), the table judges its entries by `quota` too
+    /// from now on.
     ///
     /// # Errors
     ///
@@ -580,6 +577,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
+        self.table.learn_tier(quota.room());
         self.decide_with(quota, &self.probe(key), cost)
     }
 }

@@ -160,22 +160,24 @@ where
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
         let own = self.keyed.algorithm().clone();
-        self.step_as(key, own, cost)
+        self.step_as(key, own, cost, |keyed| keyed.decide_key(key, cost))
     }
 
-    /// [`step`](KeyedDifferential::step) for a request decided by `algorithm`, the key's own
-    /// (a tier's, or the table's), beside a direct limiter of that algorithm.
+    /// [`step`](KeyedDifferential::step) for a request that `decide` makes on the table, decided
+    /// by `algorithm`, the key's own (a tier's, or the table's), beside a direct limiter of that
+    /// algorithm.
     fn step_as(
         &mut self,
         key: &K,
         algorithm: A,
         cost: u64,
+        decide: impl FnOnce(&KeyedRateLimiter<K, A, C, S>) -> Result<Decision, InsufficientCapacity>,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
         let at = self.begin(format!("key {key:?}, cost {cost}"))?;
         let fresh = self.fresh(algorithm);
         let fresh_peek = fresh.peek();
         let before = self.keyed.stats();
-        let got = self.keyed.decide_key_as(key, fresh.algorithm(), cost);
+        let got = decide(&self.keyed);
         let after = self.keyed.stats();
         if after.overflows > before.overflows {
             if self.held.contains_key(key) {
@@ -310,8 +312,7 @@ where
 
     /// The table's peek of `key` under `algorithm`, the key's own.
     fn peek(&self, key: &K, algorithm: &A) -> Decision {
-        let peek = self.keyed.decide_key_as(key, algorithm, 0);
-        peek.expect("a cost of 0 always fits")
+        self.keyed.peek_key_as(key, algorithm)
     }
 
     /// A direct limiter of `algorithm` on the table's clock, in the fresh state.
@@ -333,9 +334,8 @@ where
     /// under another is a [`Mismatch`], since no single direct limiter stands for such a key.
     ///
     /// Everything [`step`](KeyedDifferential::step) checks is checked under each key's own
-    /// tier, the sparing of limited keys by evictions included: so a table whose own quota
-    /// leaves more time after one request than a tier's (see
-    /// [`check_key_with`](KeyedRateLimiter::check_key_with)) fails here once it evicts a key that
+    /// tier, the sparing of limited keys by evictions included: a table that judged its entries
+    /// by a quota more lenient than some key's tier would fail here once it evicted a key that
     /// its tier is limiting.
     ///
     /// # Errors
@@ -349,26 +349,21 @@ where
     /// let free = Gcra::from(Quota::per_minute(10).unwrap()); // 54 s after one request
     /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 5.94 s
     /// let clock = ManualClock::new();
-    /// let table = |own: Gcra| {
-    ///     let table = KeyedRateLimiter::builder(own)
-    ///         .capacity(4) // one group of 8 slots
-    ///         .overflow(Overflow::EvictLeastConstrained)
-    ///         .clock(&clock)
-    ///         .build::<u32>()
-    ///         .unwrap();
-    ///     let mut diff = KeyedDifferential::new(table);
-    ///     for key in 0..8 {
-    ///         diff.step_with(&key, &premium, 100).unwrap(); // all of its burst
-    ///     }
-    ///     diff
-    /// };
-    /// // Judged by the premium quota, no entry may be evicted: a new key overflows.
-    /// let mut diff = table(premium);
-    /// assert!(!diff.step_with(&8, &free, 1).unwrap().unwrap().is_allowed());
-    /// // Judged by the free quota, every entry looks evictable: one is, while its tier limits it.
-    /// let mut diff = table(free);
-    /// let mismatch = diff.step_with(&8, &free, 1).unwrap_err();
-    /// assert!(mismatch.to_string().contains("was evicted while limited"));
+    /// // A table for free keys, in which premium keys spend their whole burst.
+    /// let table = KeyedRateLimiter::builder(free)
+    ///     .capacity(4) // one group of 8 slots
+    ///     .overflow(Overflow::EvictLeastConstrained)
+    ///     .clock(&clock)
+    ///     .build::<u32>()
+    ///     .unwrap();
+    /// let mut diff = KeyedDifferential::new(table);
+    /// for key in 0..8 {
+    ///     diff.step_with(&key, &premium, 100).unwrap();
+    /// }
+    /// // Each has 9 requests left under the free quota, none under its own: no entry may be
+    /// // evicted, and a new key overflows.
+    /// assert!(!diff.step(&8, 1).unwrap().unwrap().is_allowed());
+    /// assert_eq!(diff.limiter().stats().evictions, 0);
     /// ```
     pub fn step_with(
         &mut self,
@@ -385,7 +380,9 @@ where
                 )));
             }
         }
-        self.step_as(key, *tier, cost)
+        self.step_as(key, *tier, cost, |keyed| {
+            keyed.decide_key_with(key, tier, cost)
+        })
     }
 }
 

@@ -11,8 +11,10 @@
 //!
 //! # Orderings
 //!
-//! Every access to a state word or a slot is `Relaxed`, and there is one fence: `SeqCst`, between
-//! a slot reservation and the scan that validates it. The argument, first for one word:
+//! Every access to a state word or a slot is `Relaxed`, and there is one fence on the protocol's
+//! path: `SeqCst`, between a slot reservation and the scan that validates it (two more, a
+//! release and an acquire, carry a table of tiers' strictest quota to evictions: see "The
+//! tiers' room" below). The argument, first for one word:
 //!
 //! 1. **The word is the whole state.** A decision is a pure function of the word, the time stamp
 //!    and the cost; no other memory is read because of a word's value, and no other memory is
@@ -61,6 +63,20 @@
 //! ordering. The scan that finds an existing key needs no fence: it uses a published slot, and if
 //! that slot was reused meanwhile its compare-and-swap fails on the tag. The fence costs a few
 //! dozen cycles on the insert path only.
+//!
+//! **The tiers' room** is the one value read because of a slot's word: eviction spares an entry
+//! that any quota the table has been asked with would limit, and a table learns a tier's quota
+//! (the least room after one request, an `AtomicU64` that only goes down) before the request
+//! decided with it. A thread that sees a word written by such a request must judge it with that
+//! room, or it could evict a key that its tier is limiting. So the learner issues a `Release`
+//! fence after reading or lowering the room and before its decision's compare-and-swap, and an
+//! evictor an `Acquire` fence after the scan that loaded the candidates and before it reads the
+//! room. Every later word of the slot is written by a compare-and-swap, so it continues the
+//! release sequence of the learner's write: an evictor that sees any of them synchronizes with
+//! the learner's fence, and its read of the room comes after the learner's (read-read
+//! coherence). On x86 both fences are compiler barriers only; elsewhere the release fence is
+//! paid by requests with a tier's quota, the acquire fence by evictions. The loom model
+//! `a_tier_learned_by_one_thread_judges_an_eviction_by_another` fails without either fence.
 //!
 //! The statistics counters are `Relaxed` read-modify-writes: they count, they publish nothing.
 //!

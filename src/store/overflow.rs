@@ -32,10 +32,9 @@ pub enum Overflow {
     /// key starts fresh if it returns, so it may get back the part of its quota it had used.
     /// If every entry is being limited, deny. A slot that another new key is claiming at that
     /// moment is not evicted either (its key has no state yet to judge): with every other entry
-    /// limited, the request is denied as if that one were too. Entries are judged by the
-    /// limiter's own quota, also when the request that needs room has a tier's
-    /// ([`check_key_with`](crate::KeyedRateLimiter::check_key_with) says which quota to give a
-    /// table of tiers).
+    /// limited, the request is denied as if that one were too. In a table of tiers, entries are
+    /// judged by the strictest quota the table has been asked with
+    /// ([`check_key_with`](crate::KeyedRateLimiter::check_key_with) has the rule).
     EvictLeastConstrained,
 }
 

@@ -54,7 +54,10 @@
 //!   reservation is not waited for: its inserter decides on the fresh state anyway.
 //! - **Overflow**: neither group has an empty or idle slot. The limiter's policy applies: deny,
 //!   allow without recording, or evict the least-constrained entry (one that still has capacity,
-//!   closest to its reset), never one that is being limited.
+//!   closest to its reset), never one that is being limited. A slot does not say which quota its
+//!   key is decided with, so "being limited" is judged by the table's quota and by every tier's
+//!   that a request has been decided with (the least room after one request of them all,
+//!   learned before each such request).
 //!
 //! **At most one live slot per key.** Two inserters of the same key each write their reservation,
 //! fence, and then read the other's slot. With both fences `SeqCst`, at least one of them reads the
@@ -115,8 +118,8 @@ use super::overflow::{KeyedStats, Overflow, Overflowed};
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::sync::{
-    backoff, fence, prefetch, AtomicU128, AtomicU64, Native, Ordering::Relaxed, Ordering::SeqCst,
-    Portable, Wide,
+    backoff, fence, prefetch, AtomicU128, AtomicU64, Native, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release, Ordering::SeqCst, Portable, Wide,
 };
 
 /// Slots per 64-byte cache line: a group is two lines.
@@ -205,8 +208,12 @@ pub(crate) struct Table {
     groups: Box<[Group]>,
     shards: Box<[CachePadded<ShardStats>]>,
     capacity: usize,
+    /// The least room after one request (see [`learn_tier`](Table::learn_tier)) of any per-call
+    /// quota that a request of this table has been decided with; `u64::MAX` until the first.
+    /// It only goes down.
+    tier_room: AtomicU64,
     /// At most `u32::MAX` ([`Layout::new`]): 32 bits leave room for `native` in the same word, so
-    /// that the table's own fields stay at 48 bytes on 64-bit targets (the 24-bytes-per-key bound
+    /// that the table's own fields stay at 56 bytes on 64-bit targets (the 24-bytes-per-key bound
     /// is tight for tables of a few thousand keys).
     groups_per_shard: u32,
     /// The CPU's own 128-bit instructions, where it has them; else every slot operation is
@@ -232,10 +239,29 @@ impl Table {
             groups: table.into_boxed_slice(),
             shards: (0..shards).map(|_| CachePadded::default()).collect(),
             capacity,
+            tier_room: AtomicU64::new(u64::MAX),
             // `Layout::new` checked that it fits.
             groups_per_shard: groups_per_shard as u32,
             native: Native::detect(),
         })
+    }
+
+    /// Makes the table judge its entries also by a per-call quota (a tier) whose room after one
+    /// request is `room`: from now on an entry whose state that quota would limit is spared by
+    /// eviction, as one that the table's own quota limits is (see
+    /// `Sealed::is_limited` in the algorithm module). Called before every
+    /// decision with a tier's quota, so that a key is never judged by a quota more lenient than
+    /// the one its own decisions are made with, whichever quota the table itself was given.
+    ///
+    /// The room only goes down. The release fence pairs with the acquire fence in
+    /// [`choose`](Table::choose): whoever sees a word that the caller writes after this, sees
+    /// this room or a smaller one (see `# Orderings` in the store module's docs).
+    #[inline]
+    pub(crate) fn learn_tier(&self, room: u64) {
+        if room < self.tier_room.load(Relaxed) {
+            self.tier_room.fetch_min(room, Relaxed);
+        }
+        fence(Release);
     }
 
     /// Bytes of memory the table holds.
@@ -391,8 +417,9 @@ impl Table {
     /// writes. `step` returns the caller's outcome and the word to store (its argument when nothing
     /// changes); it may be called several times, always with the current state. `algorithm`
     /// judges the other entries of the key's groups, for a new key: which are idle, which is
-    /// least constrained, and how soon one will be idle; `step` may decide with another (a
-    /// tier's quota).
+    /// least constrained, and how soon one will be idle, and, with every tier's room learned so
+    /// far ([`learn_tier`](Table::learn_tier)), which are being limited; `step` may decide with
+    /// another algorithm (a tier's quota).
     ///
     /// # Errors
     ///
@@ -558,12 +585,15 @@ impl Table {
             return None;
         }
         // Every slot is live or reserved. Evict the entry closest to fresh among those that
-        // could still admit a request now: never one that is being limited.
+        // could still admit a request now, under the table's quota and every tier's: never one
+        // that is being limited. The fence pairs with the one in `learn_tier`: a tier's state
+        // that the scan saw comes with the tier's room.
+        fence(Acquire);
+        let tier_room = self.tier_room.load(Relaxed);
         (0..scan.len)
-            .filter(|&i| state_of(scan.words[i]) != RESERVED)
-            .map(|i| (i, algorithm.decide(state_of(scan.words[i]), now, 0).0))
-            .filter(|(_, peek)| peek.remaining() > 0)
-            .min_by_key(|(_, peek)| peek.reset_after())
+            .map(|i| (i, state_of(scan.words[i])))
+            .filter(|&(_, state)| state != RESERVED && !algorithm.is_limited(state, now, tier_room))
+            .min_by_key(|&(_, state)| algorithm.decide(state, now, 0).0.reset_after())
             .map(|(i, _)| i)
     }
 
