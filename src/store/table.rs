@@ -248,10 +248,10 @@ impl Table {
 
     /// Makes the table judge its entries also by a per-call quota (a tier) whose room after one
     /// request is `room`: from now on an entry whose state that quota would limit is spared by
-    /// eviction, as one that the table's own quota limits is (see
-    /// `Sealed::is_limited` in the algorithm module). Called before every
-    /// decision with a tier's quota, so that a key is never judged by a quota more lenient than
-    /// the one its own decisions are made with, whichever quota the table itself was given.
+    /// eviction, as one that the table's own quota limits is (`Sealed::is_limited` in the
+    /// algorithm module). Called before every decision with a tier's quota, so that a key is
+    /// never judged by a quota more lenient than the one its own decisions are made with,
+    /// whichever quota the table itself was given.
     ///
     /// The room only goes down. The release fence pairs with the acquire fence in
     /// [`choose`](Table::choose): whoever sees a word that the caller writes after this, sees
