@@ -490,6 +490,21 @@ fn a_key_switched_between_tiers_is_judged_by_its_schedule_under_the_new_quota() 
     assert_eq!(d.retry_after(), Duration::from_millis(6_060));
 }
 
+/// A GCRA table of one group (8 slots) that evicts, for `own`, on `clock`.
+fn one_evicting_group(
+    own: Gcra,
+    clock: &ManualClock,
+) -> KeyedRateLimiter<u32, Gcra, &ManualClock, tollgate::DefaultKeyHasher> {
+    let limiter = KeyedRateLimiter::builder(own)
+        .capacity(4)
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(clock)
+        .build::<u32>()
+        .unwrap();
+    assert_eq!(limiter.stats().slots, 8, "one group");
+    limiter
+}
+
 /// Eviction spares every entry that is being limited, and a slot does not say which tier its key
 /// is in: so the table judges its entries by its own quota and by every tier's it has been
 /// asked with. Here, whichever of the two tiers the table is given, eight keys that have spent
@@ -502,13 +517,7 @@ fn eviction_spares_keys_limited_under_their_own_tier() {
     let burst = [10, 100];
     for own in tiers {
         let clock = ManualClock::new();
-        let limiter = KeyedRateLimiter::builder(own)
-            .capacity(4)
-            .overflow(Overflow::EvictLeastConstrained)
-            .clock(&clock)
-            .build::<u32>()
-            .unwrap();
-        assert_eq!(limiter.stats().slots, 8, "one group");
+        let limiter = one_evicting_group(own, &clock);
         // Eight keys fill the group, four per tier, each with its tier's whole burst spent, at
         // time 0: the premium keys are full again at 6 s, the free ones at 60 s.
         for key in 0..8 {
@@ -545,12 +554,7 @@ fn a_tier_judges_entries_from_its_first_request() {
     let free = Gcra::from(Quota::per_minute(10).unwrap());
     let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
     let clock = ManualClock::new();
-    let limiter = KeyedRateLimiter::builder(free)
-        .capacity(4)
-        .overflow(Overflow::EvictLeastConstrained)
-        .clock(&clock)
-        .build::<u32>()
-        .unwrap();
+    let limiter = one_evicting_group(free, &clock);
     // Eight free keys with one request each, 6 s ahead: 9 left, so each may be evicted.
     for key in 0..8 {
         limiter.check_key(&key).unwrap();
