@@ -579,35 +579,6 @@ fn a_tier_judges_entries_from_its_first_request() {
     assert_eq!((stats.evictions, stats.overflows), (2, 3));
 }
 
-proptest! {
-    /// What the judgement of a table's entries rests on: under any GCRA quota, a state can admit
-    /// a request (and so, judged by that quota, may be evicted) exactly when its TAT is at most
-    /// `tolerance − emission interval` ahead of now. So an entry that no quota of the table's
-    /// would limit, judged by the least of them, is one that its own tier would not limit.
-    #[test]
-    fn a_gcra_state_is_limited_exactly_when_its_tat_is_past_tolerance_less_one_interval(
-        (limit, period_ms, burst) in (1u64..1_000, 1u64..100_000, 1u64..1_000),
-        now in 0u64..1 << 50,
-        near_the_edge in any::<bool>(),
-        offset in -3i64..=3,
-        ahead in any::<u64>(),
-    ) {
-        let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
-        let quota = quota.with_burst(burst).unwrap();
-        let tolerance = quota.tolerance().as_nanos() as u64;
-        let room = tolerance - quota.emission_interval().as_nanos() as u64;
-        // Any TAT a key can hold at `now` (at most one tolerance ahead), or one within 3 ns of
-        // the edge.
-        let tat = if near_the_edge {
-            (now + room).saturating_add_signed(offset)
-        } else {
-            now + ahead % (tolerance + 1)
-        };
-        let peek = Gcra::from(quota).decide(tat, Nanos::from_nanos(now), 0).0;
-        prop_assert_eq!(peek.remaining() > 0, tat <= now + room, "TAT {} at {}", tat, now);
-    }
-}
-
 #[test]
 fn keyed_limiters_are_send_and_sync_whatever_the_key() {
     fn assert_send_sync<T: Send + Sync>() {}

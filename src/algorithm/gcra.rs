@@ -356,7 +356,9 @@ mod tests {
 
     proptest::proptest! {
         /// The table's judgement of an entry with a tier's room is exactly "limited under the
-        /// table's quota or under the tier's", each as a peek says it: nothing remaining.
+        /// table's quota or under the tier's", each as a peek says it: nothing remaining. With no
+        /// tier (`u64::MAX`) that is the arithmetic the judgement rests on: a state can admit a
+        /// request exactly when its TAT is at most `tolerance − emission_interval` ahead of now.
         #[test]
         fn limited_within_a_tier_is_limited_under_either_quota(
             own in (1u64..1_000, 1u64..100_000, 1u64..1_000),

@@ -308,9 +308,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let probe = self.probe(key);
-        let now = self.clock.now();
-        self.algorithm.decide(self.table.state(&probe), now, 0).0
+        self.peek_key_as(key, &self.algorithm)
     }
 
     /// Forgets what `key` has consumed: its next request is decided as a new key's. For an
@@ -399,17 +397,18 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         &self.clock
     }
 
-    /// [`peek_key`](Self::peek_key) under `algorithm` instead of the limiter's own: a tier's
-    /// peek, for [`KeyedDifferential`](crate::reference::KeyedDifferential), whose keys may each
-    /// have their own algorithm.
+    /// [`peek_key`](Self::peek_key) under `algorithm`: the limiter's own, or a tier's for
+    /// [`KeyedDifferential`](crate::reference::KeyedDifferential), whose keys may each have their
+    /// own algorithm.
     pub(crate) fn peek_key_as<Q, B>(&self, key: &Q, algorithm: &B) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
         B: Algorithm,
     {
-        let peek = self.decide_with(algorithm, &self.probe(key), 0);
-        peek.expect("a cost of 0 always fits")
+        let probe = self.probe(key);
+        let now = self.clock.now();
+        algorithm.decide(self.table.state(&probe), now, 0).0
     }
 
     /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
