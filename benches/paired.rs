@@ -307,6 +307,26 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             },
             || time_batches(&seq, &mut b, 64, |keys| check_batch(&tollgate, keys)),
         );
+        // A quota per request (tiers), here the table's own, against the same decisions without.
+        let quota = *tollgate.algorithm();
+        paired(
+            &format!("keyed {label}: decide_keys_with / decide_keys (batches of 64)"),
+            || {
+                time_batches(&seq, &mut a, 64, |keys| {
+                    let requests = keys.iter().map(|k| (k, &quota, 1));
+                    for decision in tollgate.decide_keys_with(requests) {
+                        black_box(decision.map(|d| d.remaining()).ok());
+                    }
+                })
+            },
+            || {
+                time_batches(&seq, &mut b, 64, |keys| {
+                    for decision in tollgate.decide_keys(keys.iter().map(|k| (k, 1))) {
+                        black_box(decision.map(|d| d.remaining()).ok());
+                    }
+                })
+            },
+        );
     }
     if label == "1k uniform" || label == "100k uniform" {
         // The least any keyed check can cost here, against governor: where this exceeds 0.5,

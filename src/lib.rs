@@ -65,7 +65,8 @@
 //! ([`KeyedRateLimiter::reset_key`]: a block lifted, a login limit cleared by a successful
 //! login). A server that receives requests in batches can
 //! decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full decision per
-//! request, [`KeyedRateLimiter::decide_keys`]), which overlaps their table lookups: over a table
+//! request, [`KeyedRateLimiter::decide_keys`], and with a tier's quota per request too,
+//! [`KeyedRateLimiter::decide_keys_with`]), which overlaps their table lookups: over a table
 //! larger than the caches, a fraction of a memory latency per key instead of one.
 //!
 //! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
@@ -145,7 +146,8 @@ pub use algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
 pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
 pub use keyed::{
-    CheckKeys, DecideKeys, DefaultKeyHasher, KeyedBuilder, KeyedError, KeyedRateLimiter,
+    CheckKeys, DecideKeys, DecideKeysWith, DefaultKeyHasher, KeyedBuilder, KeyedError,
+    KeyedRateLimiter,
 };
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};

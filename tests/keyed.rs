@@ -12,8 +12,8 @@ use tollgate::reference::{
     FixedWindowCounter, KeyedDifferential, Model, SlidingWindowCounter, VirtualScheduling,
 };
 use tollgate::{
-    Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, KeyedStats, ManualClock, Nanos,
-    Overflow, Quota, RateLimiter, SlidingWindow,
+    Algorithm, Clock, Decision, FixedWindow, Gcra, KeyedRateLimiter, KeyedStats, ManualClock,
+    Nanos, Overflow, Quota, RateLimiter, SlidingWindow,
 };
 
 fn seeded(seed: u64) -> ahash::RandomState {
@@ -998,14 +998,16 @@ fn limited_keys_survive_a_flood_that_evicts() {
     assert!(stats.evictions > 0, "the flood evicted: {stats:?}");
 }
 
-/// The batched calls race like single ones: 8 threads over 200 keys at frozen time, half of
-/// them through `check_keys` (cost 1), half through `decide_keys` (cost 2), in batches of 50.
-/// Every key admits exactly its burst of 8 units: fewer would mean a unit left while a cost-1
-/// request was refused (there are 40 of them per key), more an admission lost by the table.
+/// The batched calls race like single ones: 8 threads over 200 keys at frozen time, three of
+/// them through `check_keys` (cost 1), three through `decide_keys` (cost 2) and two through
+/// `decide_keys_with` (cost 2, under a tier as generous as the table's own quota), in batches of
+/// 50. Every key admits exactly its burst of 8 units: fewer would mean a unit left while a cost-1
+/// request was refused (there are 30 of them per key), more an admission lost by the table.
 #[test]
 fn batches_from_many_threads_admit_exact_units_per_key() {
     let clock = ManualClock::new();
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(8).unwrap()))
+    let quota = Gcra::from(Quota::per_second(8).unwrap());
+    let limiter = KeyedRateLimiter::builder(quota)
         .capacity(1_000)
         .clock(&clock)
         .build::<u32>()
@@ -1014,14 +1016,23 @@ fn batches_from_many_threads_admit_exact_units_per_key() {
         for round in 0..10 {
             let keys: Vec<u32> = walk(t, round).collect();
             for batch in keys.chunks(50) {
-                if t % 2 == 0 {
-                    for (key, d) in batch.iter().zip(limiter.check_keys(batch)) {
-                        units[*key as usize] += d.is_ok() as u64;
+                match t % 3 {
+                    0 => {
+                        for (key, d) in batch.iter().zip(limiter.check_keys(batch)) {
+                            units[*key as usize] += d.is_ok() as u64;
+                        }
                     }
-                } else {
-                    let requests = batch.iter().map(|k| (k, 2));
-                    for (key, d) in batch.iter().zip(limiter.decide_keys(requests)) {
-                        units[*key as usize] += 2 * d.unwrap().is_allowed() as u64;
+                    1 => {
+                        let requests = batch.iter().map(|k| (k, 2));
+                        for (key, d) in batch.iter().zip(limiter.decide_keys(requests)) {
+                            units[*key as usize] += 2 * d.unwrap().is_allowed() as u64;
+                        }
+                    }
+                    _ => {
+                        let requests = batch.iter().map(|k| (k, &quota, 2));
+                        for (key, d) in batch.iter().zip(limiter.decide_keys_with(requests)) {
+                            units[*key as usize] += 2 * d.unwrap().is_allowed() as u64;
+                        }
                     }
                 }
             }
@@ -1071,26 +1082,11 @@ fn batches_decide_as_single_calls_in_turn() {
         };
         let (batched, single) = (build(), build());
         let capacity = algorithm.capacity();
-        let mut x = 0x0FED_CBA9_8765_4321u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x0FED_CBA9_8765_4321);
         let (mut peeks, mut errors) = (0, 0);
         for round in 0..300 {
             let requests: Vec<(u64, u64)> = (0..(round % 37))
-                .map(|_| {
-                    let key = next() % 40;
-                    let cost = match next() % 16 {
-                        0 => 0,
-                        1 => capacity + 1,
-                        2 => u64::MAX,
-                        _ => next() % capacity + 1,
-                    };
-                    (key, cost)
-                })
+                .map(|_| (next() % 40, random_cost(&mut next, capacity)))
                 .collect();
             if round % 2 == 0 {
                 let keys = requests.iter().map(|(k, _)| k);
@@ -1140,6 +1136,126 @@ fn batches_decide_as_single_calls_in_turn() {
     }
 }
 
+/// A xorshift generator from `seed` (not 0): the batch tests' requests.
+fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// A batch test's cost for a quota of `capacity`: 0 (a peek), one past the capacity, `u64::MAX`
+/// (both errors that leave the key alone), or from 1 to the capacity.
+fn random_cost(next: &mut impl FnMut() -> u64, capacity: u64) -> u64 {
+    match next() % 16 {
+        0 => 0,
+        1 => capacity + 1,
+        2 => u64::MAX,
+        _ => next() % capacity + 1,
+    }
+}
+
+/// `decide_keys_with` decides exactly as `decide_key_with` called on each request in turn at the
+/// same time, under each overflow policy, in a GCRA table of three tiers (a third of the keys
+/// each): the table's own quota (room 1 s after one request), a stricter one (500 ms) and the
+/// strictest (380 ms), which the table learns from the requests, as one at a time. Costs,
+/// overflows and time moving both ways as in `batches_decide_as_single_calls_in_turn`.
+#[test]
+fn tiered_batches_decide_as_single_calls_in_turn() {
+    let own = Gcra::from(Quota::per_second(3).unwrap().with_burst(4).unwrap());
+    let tiers = [
+        own,
+        Gcra::from(Quota::per_second(2).unwrap().with_burst(2).unwrap()),
+        Gcra::from(Quota::per_second(50).unwrap().with_burst(20).unwrap()),
+    ];
+    for overflow in [
+        Overflow::Deny,
+        Overflow::Allow,
+        Overflow::EvictLeastConstrained,
+    ] {
+        let build = || {
+            KeyedRateLimiter::builder(own)
+                .capacity(20)
+                .overflow(overflow)
+                .clock(ManualClock::new())
+                .hasher(seeded(5))
+                .build::<u64>()
+                .unwrap()
+        };
+        let (batched, single) = (build(), build());
+        let mut next = xorshift(0x0123_4567_89AB_CDEF);
+        let (mut peeks, mut errors) = (0, 0);
+        for round in 0..300 {
+            let requests: Vec<(u64, &Gcra, u64)> = (0..(round % 37))
+                .map(|_| {
+                    let key = next() % 40;
+                    let quota = &tiers[key as usize % 3];
+                    (key, quota, random_cost(&mut next, quota.capacity()))
+                })
+                .collect();
+            peeks += requests.iter().filter(|r| r.2 == 0).count();
+            errors += requests.iter().filter(|r| r.2 > r.1.capacity()).count();
+            let decisions = batched.decide_keys_with(requests.iter().map(|(k, q, c)| (k, *q, *c)));
+            let got = collect_with_exact_hints(decisions, requests.len());
+            let want: Vec<_> = requests
+                .iter()
+                .map(|(k, q, c)| single.decide_key_with(k, q, *c))
+                .collect();
+            assert_eq!(got, want, "{overflow:?}, round {round}");
+            assert_eq!(
+                batched.stats(),
+                single.stats(),
+                "{overflow:?}, round {round}"
+            );
+            for clock in [batched.clock(), single.clock()] {
+                if round % 5 == 4 {
+                    clock.rewind(Duration::from_millis(300));
+                } else {
+                    clock.advance(Duration::from_millis(450));
+                }
+            }
+        }
+        let stats = batched.stats();
+        let made_room = match overflow {
+            Overflow::EvictLeastConstrained => stats.evictions,
+            _ => stats.overflows,
+        };
+        assert!(
+            made_room > 0 && stats.reuses > 0 && peeks > 0 && errors > 0,
+            "{overflow:?}: {stats:?}"
+        );
+    }
+}
+
+/// A batch teaches the table a tier's quota when it decides the first request under it, as
+/// `decide_key_with` does, not when it reads the request (a chunk ahead): the first request of
+/// the batch may still evict an entry that only premium's room (5.94 s) would spare, and the
+/// requests after the premium one may not. As `a_tier_judges_entries_from_its_first_request`.
+#[test]
+fn a_batch_teaches_the_table_a_tier_when_it_decides_under_it() {
+    let free = Gcra::from(Quota::per_minute(10).unwrap());
+    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
+    let clock = ManualClock::new();
+    let limiter = one_evicting_group(free, &clock);
+    // Eight free keys with one request each, 6 s ahead: 9 left, so each may be evicted.
+    for key in 0..8 {
+        limiter.check_key(&key).unwrap();
+    }
+    let requests = [(&100, &free, 1), (&200, &premium, 1), (&101, &free, 1)];
+    let decisions: Vec<Decision> = limiter
+        .decide_keys_with(requests)
+        .map(Result::unwrap)
+        .collect();
+    let allowed: Vec<bool> = decisions.iter().map(Decision::is_allowed).collect();
+    assert_eq!(allowed, [true, false, false]);
+    // Told to come back when the first entry is idle, as one at a time.
+    assert_eq!(decisions[1].retry_after(), Duration::from_secs(6));
+    let stats = limiter.stats();
+    assert_eq!((stats.evictions, stats.overflows), (1, 2));
+}
+
 /// A clock one second later at every reading, which counts its readings.
 struct Ticking(AtomicU64);
 
@@ -1176,13 +1292,18 @@ fn a_batch_reads_the_clock_once_per_16_decisions() {
     let denied: Vec<usize> = (0..40).filter(|&i| !admitted[i]).collect();
     assert_eq!(denied, [15, 30]);
     assert_eq!(clock.readings(), 3);
-    // Dropped after one decision, a batch has read the clock once; `decide_keys` reads alike.
+    // Dropped after one decision, a batch has read the clock once; `decide_keys` and
+    // `decide_keys_with` read alike.
     let mut decisions = limiter.check_keys(&keys);
     assert!(decisions.next().is_some());
     drop(decisions);
     assert_eq!(clock.readings(), 4);
     assert_eq!(limiter.decide_keys(keys.iter().map(|k| (k, 0))).count(), 40);
     assert_eq!(clock.readings(), 7);
+    let quota = *limiter.algorithm();
+    let requests = keys.iter().map(|k| (k, &quota, 0));
+    assert_eq!(limiter.decide_keys_with(requests).count(), 40);
+    assert_eq!(clock.readings(), 10);
 }
 
 /// A batch decides a request only when its decision is asked for: dropped half way, it has

@@ -1,7 +1,7 @@
 //! Differential fuzzing of the keyed stores against one reference per key, for each packed
 //! algorithm (GCRA, the sliding-window counter, the fixed window), chosen by the input.
 //!
-//! Four regimes, also chosen by the input:
+//! Five regimes, also chosen by the input:
 //! - **few keys, any clock**: at most 8 distinct keys (a probe group holds 8, so no key ever
 //!   needs another's slot), time steps forwards and backwards. Every decision of the keyed
 //!   limiter must equal, field for field, that of a direct limiter per key; the keyed sliding log
@@ -20,9 +20,11 @@
 //!   (never a key that its own quota is limiting, whichever quota leaves the least time after
 //!   one request).
 //! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
-//!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over each batch must give exactly the
-//!   decisions, and leave exactly the statistics, of `check_key` (or `decide_key`) on each
-//!   request in turn on a twin limiter.
+//!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over
+//!   each batch must give exactly the decisions, and leave exactly the statistics, of
+//!   `check_key` (or `decide_key`) on each request in turn on a twin limiter.
+//! - **tiered batches** (GCRA): as batches, with the keys in three tiers as in the tiers regime:
+//!   `decide_keys_with` against `decide_key_with` on each request in turn.
 #![no_main]
 
 use std::collections::HashMap;
@@ -61,6 +63,8 @@ enum Regime {
     Batches(Policy),
     /// GCRA only (the other algorithms take the `ManyKeys` regime): two more quotas, tiers'.
     Tiers(Policy, TierQuota, TierQuota),
+    /// GCRA only (the other algorithms take the `Batches` regime): as `Tiers`, in batches.
+    TieredBatches(Policy, TierQuota, TierQuota),
 }
 
 /// A tier's quota: limit, period in ms, burst, each reduced as the input's own are.
@@ -97,6 +101,9 @@ fuzz_target!(|input: Input| {
         Kind::Gcra => match regime {
             Regime::Tiers(policy, first, second) => {
                 tiers(quota, [first, second], policy.into(), hasher, ops)
+            }
+            Regime::TieredBatches(policy, first, second) => {
+                tiered_batches(quota, [first, second], policy.into(), hasher, ops)
             }
             _ => run(Gcra::from(quota), &quota, regime, hasher, ops),
         },
@@ -136,8 +143,10 @@ fn run<A: Algorithm + Clone>(
         Regime::FewKeys => few_keys(algorithm, quota, hasher, ops),
         Regime::ManyKeys(policy) => many_keys(algorithm, policy.into(), hasher, ops),
         Regime::Batches(policy) => batches(algorithm, policy.into(), hasher, ops),
-        // Only a GCRA table takes tiers: `tiers` is called from the GCRA arm of the target.
+        // Only a GCRA table takes tiers: `tiers` and `tiered_batches` are called from the GCRA
+        // arm of the target.
         Regime::Tiers(policy, ..) => many_keys(algorithm, policy.into(), hasher, ops),
+        Regime::TieredBatches(policy, ..) => batches(algorithm, policy.into(), hasher, ops),
     }
 }
 
@@ -152,12 +161,9 @@ fn tiers(
     hasher: ahash::RandomState,
     ops: &[(u16, i16, u8)],
 ) {
-    let [Some(first), Some(second)] =
-        tiers.map(|TierQuota(limit, period_ms, burst)| self::quota(limit, period_ms, burst))
-    else {
+    let Some(tiers) = tier_quotas(tiers) else {
         return;
     };
-    let tiers = [Gcra::from(first), Gcra::from(second)];
     let clock = ManualClock::new();
     let mut diff = KeyedDifferential::new(table(Gcra::from(quota), 8, overflow, &clock, hasher));
     for &(key, step, cost) in ops {
@@ -183,6 +189,16 @@ fn tiers(
             panic!("{mismatch}");
         }
     }
+}
+
+/// The tiers' quotas that the input's bytes stand for, as [`quota`] reads them.
+fn tier_quotas(tiers: [TierQuota; 2]) -> Option<[Gcra; 2]> {
+    let [Some(first), Some(second)] =
+        tiers.map(|TierQuota(limit, period_ms, burst)| quota(limit, period_ms, burst))
+    else {
+        return None;
+    };
+    Some([Gcra::from(first), Gcra::from(second)])
 }
 
 /// At most 8 keys, time both ways: the table against a direct limiter per key (field for field,
@@ -308,6 +324,54 @@ fn batches<A: Algorithm + Clone>(
         assert_eq!(batched.stats(), single.stats());
         batch.clear();
         let now = clock.now().as_nanos() as i64 + step as i64 * 100_000;
+        clock.set(Duration::from_nanos(now.max(0) as u64));
+    }
+}
+
+/// `decide_keys_with` against the same requests decided one at a time with `decide_key_with` on
+/// a twin table, decision for decision and counter for counter: a GCRA table of the input's
+/// quota, its keys in three tiers as in [`tiers`] (the table's own quota and two more).
+fn tiered_batches(
+    quota: Quota,
+    tiers: [TierQuota; 2],
+    overflow: Overflow,
+    hasher: ahash::RandomState,
+    ops: &[(u16, i16, u8)],
+) {
+    let Some([first, second]) = tier_quotas(tiers) else {
+        return;
+    };
+    let tiers = [first, second, Gcra::from(quota)];
+    let clock = ManualClock::new();
+    let build = || table(Gcra::from(quota), 8, overflow, &clock, hasher.clone());
+    let (batched, single) = (build(), build());
+    let mut batch = Vec::new();
+    for (i, &(key, step, end)) in ops.iter().enumerate() {
+        let key = key % 64;
+        let tier = &tiers[key as usize % 3];
+        // Costs from 0 (a peek) to one past the tier's capacity (an error).
+        batch.push((key, tier, (end >> 3) as u64 % (tier.capacity() + 2)));
+        // A batch ends where the input says so, and at the last operation.
+        if end % 8 != 0 && i + 1 < ops.len() {
+            continue;
+        }
+        let requests = batch.iter().map(|(k, tier, cost)| (k, *tier, *cost));
+        let got: Vec<_> = batched.decide_keys_with(requests).collect();
+        let want: Vec<_> = batch
+            .iter()
+            .map(|(k, tier, cost)| single.decide_key_with(k, tier, *cost))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(batched.stats(), single.stats());
+        batch.clear();
+        // Mostly under 16 ms apart (forwards or backwards), and one step in 64 a pause of 2 s,
+        // as in [`tiers`].
+        let ms = if step % 64 == 63 {
+            2_000
+        } else {
+            step as i64 % 16
+        };
+        let now = clock.now().as_nanos() as i64 + ms * 1_000_000;
         clock.set(Duration::from_nanos(now.max(0) as u64));
     }
 }

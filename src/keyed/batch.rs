@@ -1,7 +1,8 @@
-//! Batches: [`KeyedRateLimiter::check_keys`] and [`KeyedRateLimiter::decide_keys`], whose
-//! iterators overlap the table lookups of many keys.
+//! Batches: [`KeyedRateLimiter::check_keys`], [`KeyedRateLimiter::decide_keys`] and, for tiers,
+//! [`KeyedRateLimiter::decide_keys_with`], whose iterators overlap the table lookups of many keys.
 //!
-//! Both iterators are the same [`Pipeline`] with a different request and a different decision.
+//! The three iterators are the same [`Pipeline`] with a different request and a different
+//! decision.
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -9,7 +10,7 @@ use core::hash::{BuildHasher, Hash};
 use core::iter::FusedIterator;
 
 use super::KeyedRateLimiter;
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::store::Probe;
@@ -56,7 +57,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized + 'k,
     {
         CheckKeys {
-            pipeline: Pipeline::new(self, keys.into_iter()),
+            pipeline: Pipeline::new(self, keys.into_iter(), ()),
         }
     }
 
@@ -92,7 +93,56 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized + 'k,
     {
         DecideKeys {
-            pipeline: Pipeline::new(self, requests.into_iter()),
+            pipeline: Pipeline::new(self, requests.into_iter(), 0),
+        }
+    }
+}
+
+/// Tiers in batches: [`decide_keys`](KeyedRateLimiter::decide_keys) with a quota per request.
+impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
+    /// Decides a request of its cost under its quota for each `(key, quota, cost)` of
+    /// `requests`, in order, with the keys' table lookups overlapped as in
+    /// [`check_keys`](Self::check_keys): [`decide_keys`](Self::decide_keys) for a table of tiers,
+    /// each request decided under its key's tier.
+    ///
+    /// The iterator yields, request by request, what
+    /// [`decide_key_with`](Self::decide_key_with) would give: a cost above the request's quota's
+    /// burst is an [`InsufficientCapacity`] error and leaves the key alone, and a cost of 0 is a
+    /// peek. As there, the table judges its entries by each quota from the request decided with
+    /// it on ([`check_key_with`](Self::check_key_with) has the rule). Chunks, read-ahead and the
+    /// clock reading per 16 decisions are those of `check_keys`.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+    ///
+    /// let free = Gcra::from(Quota::per_minute(10).unwrap());
+    /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap());
+    /// let limiter = KeyedRateLimiter::<str>::gcra(Quota::per_minute(10).unwrap(), 10_000).unwrap();
+    /// let requests = [
+    ///     ("free-user", &free, 10),
+    ///     ("paying-user", &premium, 500),
+    ///     ("free-user", &free, 1),
+    ///     ("paying-user", &premium, 1_001),
+    /// ];
+    /// let decisions: Vec<_> = limiter.decide_keys_with(requests).collect();
+    /// assert_eq!(decisions[0].unwrap().remaining(), 0);
+    /// assert_eq!(decisions[1].unwrap().remaining(), 500);
+    /// assert!(!decisions[2].unwrap().is_allowed()); // the free tier's 10 are spent
+    /// assert!(decisions[3].is_err()); // more than the premium burst: never fits
+    /// ```
+    #[inline]
+    pub fn decide_keys_with<'k, 'q, Q, I>(
+        &self,
+        requests: I,
+    ) -> DecideKeysWith<'_, K, C, S, I::IntoIter>
+    where
+        I: IntoIterator<Item = (&'k Q, &'q Gcra, u64)>,
+        K: Borrow<Q>,
+        Q: Hash + ?Sized + 'k,
+    {
+        DecideKeysWith {
+            // The filler is never decided: any quota serves.
+            pipeline: Pipeline::new(self, requests.into_iter(), (self.algorithm, 0)),
         }
     }
 }
@@ -144,15 +194,16 @@ where
     K: ?Sized,
     S: BuildHasher,
     I: Iterator,
-    E: Copy + Default,
+    E: Copy,
 {
-    /// A pipeline that has read nothing yet.
+    /// A pipeline that has read nothing yet. `filler` fills the buffers until requests are read
+    /// into them; it is never decided.
     #[inline]
-    fn new(limiter: &'a KeyedRateLimiter<K, A, C, S>, requests: I) -> Self {
+    fn new(limiter: &'a KeyedRateLimiter<K, A, C, S>, requests: I, filler: E) -> Self {
         Pipeline {
             limiter,
             requests,
-            probes: [[(Probe::default(), E::default()); CHUNK]; 2],
+            probes: [[(Probe::default(), filler); CHUNK]; 2],
             current: 1,
             next: 0,
             len: 0,
@@ -363,6 +414,70 @@ where
 impl<K: ?Sized, A, C, S, I> fmt::Debug for DecideKeys<'_, K, A, C, S, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DecideKeys")
+            .field("pending", &self.pipeline.pending())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The decisions of [`KeyedRateLimiter::decide_keys_with`], one per request, in order.
+///
+/// ```
+/// use tollgate::{Gcra, KeyedRateLimiter, Quota};
+///
+/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(1).unwrap(), 100).unwrap();
+/// let gold = Gcra::from(Quota::per_second(100).unwrap());
+/// let mut decisions = limiter.decide_keys_with([(&7, &gold, 10), (&7, &gold, 0)]);
+/// assert_eq!(decisions.size_hint(), (2, Some(2)));
+/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 90);
+/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 90); // a peek
+/// assert!(decisions.next().is_none());
+/// ```
+#[must_use = "iterators are lazy: no request is decided until the iterator is advanced"]
+pub struct DecideKeysWith<'a, K: ?Sized, C, S, I> {
+    /// Each request's quota is copied beside its probe (24 bytes): a reference would make the
+    /// quotas' lifetime a parameter of this type.
+    pipeline: Pipeline<'a, K, Gcra, C, S, I, (Gcra, u64)>,
+}
+
+impl<'k, 'q, K, C, S, I, Q> Iterator for DecideKeysWith<'_, K, C, S, I>
+where
+    K: ?Sized + Borrow<Q>,
+    C: Clock,
+    S: BuildHasher,
+    I: Iterator<Item = (&'k Q, &'q Gcra, u64)>,
+    Q: Hash + ?Sized + 'k,
+{
+    type Item = Result<Decision, InsufficientCapacity>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
+        self.pipeline.next(
+            |(key, quota, cost)| (key, (*quota, cost)),
+            |limiter, probe, (quota, cost), now| {
+                limiter.decide_as_tier_at(&quota, probe, cost, now)
+            },
+        )
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.pipeline.size_hint()
+    }
+}
+
+/// Fused whatever `requests` is: once it has returned `None`, it is not asked again.
+impl<'k, 'q, K, C, S, I, Q> FusedIterator for DecideKeysWith<'_, K, C, S, I>
+where
+    K: ?Sized + Borrow<Q>,
+    C: Clock,
+    S: BuildHasher,
+    I: Iterator<Item = (&'k Q, &'q Gcra, u64)>,
+    Q: Hash + ?Sized + 'k,
+{
+}
+
+impl<K: ?Sized, C, S, I> fmt::Debug for DecideKeysWith<'_, K, C, S, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DecideKeysWith")
             .field("pending", &self.pipeline.pending())
             .finish_non_exhaustive()
     }

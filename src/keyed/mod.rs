@@ -1,8 +1,9 @@
 //! Keyed limiters: one state per client, IP address or API key, in a table of fixed size.
 //!
-//! [`KeyedRateLimiter`] is the limiter, configured by a [`KeyedBuilder`]; [`CheckKeys`] and
-//! [`DecideKeys`] are the iterators of its batched checks,
-//! [`check_keys`](KeyedRateLimiter::check_keys) and [`decide_keys`](KeyedRateLimiter::decide_keys).
+//! [`KeyedRateLimiter`] is the limiter, configured by a [`KeyedBuilder`]; [`CheckKeys`],
+//! [`DecideKeys`] and [`DecideKeysWith`] are the iterators of its batched checks,
+//! [`check_keys`](KeyedRateLimiter::check_keys), [`decide_keys`](KeyedRateLimiter::decide_keys)
+//! and, for tiers, [`decide_keys_with`](KeyedRateLimiter::decide_keys_with).
 //!
 //! ```
 //! use std::time::Duration;
@@ -32,7 +33,7 @@
 mod batch;
 mod builder;
 
-pub use batch::{CheckKeys, DecideKeys};
+pub use batch::{CheckKeys, DecideKeys, DecideKeysWith};
 pub use builder::{KeyedBuilder, KeyedError};
 
 use core::borrow::Borrow;
@@ -576,8 +577,21 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
+        self.decide_as_tier_at(quota, &self.probe(key), cost, self.clock.now())
+    }
+
+    /// [`decide_at`](Self::decide_at) under a tier's quota, which the table learns first: for
+    /// `decide_key_with` and the batches of `decide_keys_with`.
+    #[inline]
+    fn decide_as_tier_at(
+        &self,
+        quota: &Gcra,
+        probe: &Probe,
+        cost: u64,
+        now: Nanos,
+    ) -> Result<Decision, InsufficientCapacity> {
         self.table.learn_tier(quota.room());
-        self.decide_with(quota, &self.probe(key), cost)
+        self.decide_at(quota, probe, cost, now)
     }
 }
 
