@@ -2,8 +2,8 @@
 //! how many decisions per second they made, how many were allowed and denied, and whether the
 //! admissions stayed within the quota. First one global limiter per algorithm, then per-client
 //! limits over a million clients whose popularity follows Zipf's law (a few clients send most
-//! requests and hit their limits; the long tail passes), one request at a time and then in
-//! batches of 64, then an exact per-account log.
+//! requests and hit their limits; the long tail passes), one request at a time, in batches of 64,
+//! and in batches with two tiers of clients in one table, then an exact per-account log.
 //!
 //!     cargo run --release --example simulate            # 2 s per scenario
 //!     cargo run --release --example simulate -- 5       # 5 s per scenario
@@ -175,24 +175,16 @@ fn main() {
     let sequences: Vec<Vec<u64>> = (0..threads as u64)
         .map(|t| zipf_clients(clients, 1 << 20, 17 + t))
         .collect();
-    let per_client_table = || {
-        KeyedRateLimiter::<u64>::gcra(
-            Quota::per_second(100)
-                .and_then(|q| q.with_burst(20))
-                .expect("valid quota"),
-            clients as usize,
-        )
-        .expect("allocates")
-    };
+    let free = Quota::per_second(100)
+        .and_then(|q| q.with_burst(20))
+        .expect("valid quota");
+    let per_client_table =
+        || KeyedRateLimiter::<u64>::gcra(free, clients as usize).expect("allocates");
     let per_client = per_client_table();
     let o = hammer_keys(|c| per_client.check_key(&c).is_ok(), &sequences, duration);
     // Each client that sent anything admits at most its burst plus 100 per second.
-    let active = sequences
-        .iter()
-        .flatten()
-        .collect::<std::collections::HashSet<_>>()
-        .len();
-    let bound = |o: &Outcome| active as f64 * (20.0 + 100.0 * o.elapsed.as_secs_f64());
+    let active: std::collections::HashSet<u64> = sequences.iter().flatten().copied().collect();
+    let bound = |o: &Outcome| active.len() as f64 * (20.0 + 100.0 * o.elapsed.as_secs_f64());
     report("per client, 1M Zipf clients", &o, bound(&o));
     let stats = per_client.stats();
     println!(
@@ -212,6 +204,34 @@ fn main() {
         duration,
     );
     report("  same, in batches of 64", &o, bound(&o));
+    // The same traffic with two tiers in one table: every 16th client is premium (1 000 per
+    // second, bursts of 200), each request decided under its client's tier with
+    // `decide_keys_with`, in batches of 64.
+    let premium = Quota::per_second(1_000)
+        .and_then(|q| q.with_burst(200))
+        .expect("valid quota");
+    let tiers = [Gcra::from(free), Gcra::from(premium)];
+    let tier = |client: u64| &tiers[usize::from(client % 16 == 0)];
+    let per_client = per_client_table();
+    let o = hammer_batches(
+        |batch| {
+            let requests = batch.iter().map(|c| (c, tier(*c), 1));
+            per_client
+                .decide_keys_with(requests)
+                .filter(|d| d.is_ok_and(|d| d.is_allowed()))
+                .count() as u64
+        },
+        &sequences,
+        duration,
+    );
+    let premium_active = active.iter().filter(|&&c| tier(c) == &tiers[1]).count() as f64;
+    let free_active = active.len() as f64 - premium_active;
+    let secs = o.elapsed.as_secs_f64();
+    report(
+        "  two tiers (1 in 16 premium)",
+        &o,
+        free_active * (20.0 + 100.0 * secs) + premium_active * (200.0 + 1_000.0 * secs),
+    );
 
     // Exact per-account log: 5 login attempts per minute, 100 000 accounts.
     let accounts = 100_000u64;

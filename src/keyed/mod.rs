@@ -431,8 +431,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), state),
         };
         // The request is decided by `algorithm` (a tier's quota, for `check_key_with`), but the
-        // entries a new key may displace are judged by the limiter's own, as the tiers' docs
-        // promise: the request's quota says nothing about the other keys' tiers.
+        // entries a new key may displace are judged by the limiter's own and by the tiers the
+        // table has learned (`Table::learn_tier`), as the tiers' docs promise: the request's
+        // quota says nothing about the other keys' tiers.
         match self
             .table
             .update(probe, &self.algorithm, now, self.overflow, step)
@@ -522,6 +523,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// tier is limiting is ever evicted, whichever tier the limiter itself is given; the price is
     /// that a key of a lenient tier may be spared although it still has requests left. A quota
     /// used once keeps judging for the limiter's life.
+    ///
+    /// Requests that come in batches, each with its key's tier, go through
+    /// [`decide_keys_with`](Self::decide_keys_with).
     ///
     /// # Errors
     ///
