@@ -1106,23 +1106,10 @@ fn batches_decide_as_single_calls_in_turn() {
                 assert_eq!(got, want, "round {round}");
             }
             assert_eq!(batched.stats(), single.stats(), "round {round}");
-            for clock in [batched.clock(), single.clock()] {
-                if round % 5 == 4 {
-                    clock.rewind(Duration::from_millis(300));
-                } else {
-                    clock.advance(Duration::from_millis(450));
-                }
-            }
+            next_round([batched.clock(), single.clock()], round);
         }
-        let stats = batched.stats();
-        let made_room = match overflow {
-            Overflow::EvictLeastConstrained => stats.evictions,
-            _ => stats.overflows,
-        };
-        assert!(
-            made_room > 0 && stats.reuses > 0 && peeks > 0 && errors > 0,
-            "{algorithm:?} {overflow:?}: {stats:?}"
-        );
+        let what = format!("{algorithm:?} {overflow:?}");
+        assert_every_path_taken(overflow, batched.stats(), peeks, errors, &what);
     }
     let quota = Quota::per_second(3).unwrap().with_burst(4).unwrap();
     for overflow in [
@@ -1155,6 +1142,37 @@ fn random_cost(next: &mut impl FnMut() -> u64, capacity: u64) -> u64 {
         2 => u64::MAX,
         _ => next() % capacity + 1,
     }
+}
+
+/// Moves the twins' clocks on after round `round` of a batch test: 450 ms forwards, and every
+/// fifth round 300 ms backwards.
+fn next_round(clocks: [&ManualClock; 2], round: usize) {
+    for clock in clocks {
+        if round % 5 == 4 {
+            clock.rewind(Duration::from_millis(300));
+        } else {
+            clock.advance(Duration::from_millis(450));
+        }
+    }
+}
+
+/// Asserts that a batch test took every path it is there for: room made for new keys (evictions
+/// under `EvictLeastConstrained`, overflows otherwise), reused slots, peeks and errors.
+fn assert_every_path_taken(
+    overflow: Overflow,
+    stats: KeyedStats,
+    peeks: usize,
+    errors: usize,
+    what: &str,
+) {
+    let made_room = match overflow {
+        Overflow::EvictLeastConstrained => stats.evictions,
+        _ => stats.overflows,
+    };
+    assert!(
+        made_room > 0 && stats.reuses > 0 && peeks > 0 && errors > 0,
+        "{what}: {stats:?}"
+    );
 }
 
 /// `decide_keys_with` decides exactly as `decide_key_with` called on each request in turn at the
@@ -1209,23 +1227,10 @@ fn tiered_batches_decide_as_single_calls_in_turn() {
                 single.stats(),
                 "{overflow:?}, round {round}"
             );
-            for clock in [batched.clock(), single.clock()] {
-                if round % 5 == 4 {
-                    clock.rewind(Duration::from_millis(300));
-                } else {
-                    clock.advance(Duration::from_millis(450));
-                }
-            }
+            next_round([batched.clock(), single.clock()], round);
         }
-        let stats = batched.stats();
-        let made_room = match overflow {
-            Overflow::EvictLeastConstrained => stats.evictions,
-            _ => stats.overflows,
-        };
-        assert!(
-            made_room > 0 && stats.reuses > 0 && peeks > 0 && errors > 0,
-            "{overflow:?}: {stats:?}"
-        );
+        let what = format!("{overflow:?}");
+        assert_every_path_taken(overflow, batched.stats(), peeks, errors, &what);
     }
 }
 
