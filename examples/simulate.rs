@@ -211,7 +211,8 @@ fn main() {
         .and_then(|q| q.with_burst(200))
         .expect("valid quota");
     let tiers = [Gcra::from(free), Gcra::from(premium)];
-    let tier = |client: u64| &tiers[usize::from(client % 16 == 0)];
+    let is_premium = |client: u64| client % 16 == 0;
+    let tier = |client: u64| &tiers[usize::from(is_premium(client))];
     let per_client = per_client_table();
     let o = hammer_batches(
         |batch| {
@@ -224,7 +225,7 @@ fn main() {
         &sequences,
         duration,
     );
-    let premium_active = active.iter().filter(|&&c| tier(c) == &tiers[1]).count() as f64;
+    let premium_active = active.iter().filter(|&&c| is_premium(c)).count() as f64;
     let free_active = active.len() as f64 - premium_active;
     let secs = o.elapsed.as_secs_f64();
     report(
