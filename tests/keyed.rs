@@ -505,15 +505,36 @@ fn one_evicting_group(
     limiter
 }
 
+/// The two tiers of the tier eviction tests: free, 10 per minute (after one request, 9 intervals
+/// of 6 s: 54 s of room), and premium, 1 000 per minute with bursts of 100 (99 × 60 ms: 5.94 s).
+fn free_and_premium() -> [Gcra; 2] {
+    [
+        Gcra::from(Quota::per_minute(10).unwrap()),
+        Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()),
+    ]
+}
+
+/// A one-group evicting table of the free tier whose eight slots hold keys 0 to 7, each after
+/// one free request: 6 s ahead, 9 requests left, so each may be evicted until a stricter tier is
+/// learned.
+fn eight_free_keys(
+    free: Gcra,
+    clock: &ManualClock,
+) -> KeyedRateLimiter<u32, Gcra, &ManualClock, tollgate::DefaultKeyHasher> {
+    let limiter = one_evicting_group(free, clock);
+    for key in 0..8 {
+        limiter.check_key(&key).unwrap();
+    }
+    limiter
+}
+
 /// Eviction spares every entry that is being limited, and a slot does not say which tier its key
 /// is in: so the table judges its entries by its own quota and by every tier's it has been
 /// asked with. Here, whichever of the two tiers the table is given, eight keys that have spent
 /// their tier's whole burst stay put through a flood of new keys of both tiers.
 #[test]
 fn eviction_spares_keys_limited_under_their_own_tier() {
-    let free = Gcra::from(Quota::per_minute(10).unwrap()); // 9 intervals of 6 s after one request
-    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 99 × 60 ms
-    let tiers = [free, premium];
+    let tiers = free_and_premium();
     let burst = [10, 100];
     for own in tiers {
         let clock = ManualClock::new();
@@ -551,14 +572,9 @@ fn eviction_spares_keys_limited_under_their_own_tier() {
 /// least any of the table's quotas leaves after one request (free 54 s, premium 5.94 s).
 #[test]
 fn a_tier_judges_entries_from_its_first_request() {
-    let free = Gcra::from(Quota::per_minute(10).unwrap());
-    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
+    let [free, premium] = free_and_premium();
     let clock = ManualClock::new();
-    let limiter = one_evicting_group(free, &clock);
-    // Eight free keys with one request each, 6 s ahead: 9 left, so each may be evicted.
-    for key in 0..8 {
-        limiter.check_key(&key).unwrap();
-    }
+    let limiter = eight_free_keys(free, &clock);
     limiter.check_key(&100).unwrap();
     assert_eq!(limiter.stats().evictions, 1);
     // The first premium request needs room too, but by now 6 s ahead is past premium's 5.94 s:
@@ -1240,14 +1256,9 @@ fn tiered_batches_decide_as_single_calls_in_turn() {
 /// requests after the premium one may not. As `a_tier_judges_entries_from_its_first_request`.
 #[test]
 fn a_batch_teaches_the_table_a_tier_when_it_decides_under_it() {
-    let free = Gcra::from(Quota::per_minute(10).unwrap());
-    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
+    let [free, premium] = free_and_premium();
     let clock = ManualClock::new();
-    let limiter = one_evicting_group(free, &clock);
-    // Eight free keys with one request each, 6 s ahead: 9 left, so each may be evicted.
-    for key in 0..8 {
-        limiter.check_key(&key).unwrap();
-    }
+    let limiter = eight_free_keys(free, &clock);
     let requests = [(&100, &free, 1), (&200, &premium, 1), (&101, &free, 1)];
     let decisions: Vec<Decision> = limiter
         .decide_keys_with(requests)
