@@ -83,6 +83,7 @@ impl Nanos {
     /// assert_eq!(tollgate::Nanos::from_nanos(42).as_nanos(), 42);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn from_nanos(nanos: u64) -> Nanos {
         if nanos > Nanos::MAX.0 {
             Nanos::MAX
@@ -97,6 +98,7 @@ impl Nanos {
     /// assert_eq!(tollgate::Nanos::ZERO.as_nanos(), 0);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
@@ -109,6 +111,7 @@ impl Nanos {
     /// assert_eq!(Nanos::from_duration(Duration::MAX), Nanos::MAX);
     /// ```
     #[inline]
+    #[must_use]
     pub const fn from_duration(duration: Duration) -> Nanos {
         let nanos = duration.as_nanos();
         if nanos > Nanos::MAX.0 as u128 {
@@ -125,6 +128,7 @@ impl Nanos {
     /// assert_eq!(tollgate::Nanos::from_nanos(1_500).as_duration(), Duration::from_nanos(1_500));
     /// ```
     #[inline]
+    #[must_use]
     pub const fn as_duration(self) -> Duration {
         Duration::from_nanos(self.0)
     }
@@ -230,6 +234,7 @@ impl TscClock {
     /// let clock = tollgate::TscClock::new();
     /// # let _ = clock;
     /// ```
+    #[must_use]
     pub fn new() -> TscClock {
         let clock = quanta::Clock::new();
         let epoch = clock.raw();
@@ -381,6 +386,7 @@ impl CoarseClock {
     /// assert_eq!(tollgate::CoarseClock::new()?.precision(), Duration::from_millis(2));
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[must_use]
     pub fn precision(&self) -> Duration {
         self.precision
     }
@@ -433,6 +439,7 @@ impl ManualClock {
     /// use tollgate::{Clock, ManualClock, Nanos};
     /// assert_eq!(ManualClock::new().now(), Nanos::ZERO);
     /// ```
+    #[must_use]
     pub fn new() -> ManualClock {
         ManualClock {
             now: AtomicU64::new(0),
@@ -447,6 +454,7 @@ impl ManualClock {
     /// let clock = ManualClock::starting_at(Duration::from_secs(60));
     /// assert_eq!(clock.now().as_duration(), Duration::from_secs(60));
     /// ```
+    #[must_use]
     pub fn starting_at(time: Duration) -> ManualClock {
         ManualClock {
             now: AtomicU64::new(Nanos::from_duration(time).as_nanos()),

@@ -90,6 +90,7 @@ impl Decision {
     /// let limiter = RateLimiter::gcra(Quota::per_second(1).unwrap());
     /// assert!(limiter.decide(1).unwrap().is_allowed());
     /// ```
+    #[must_use]
     pub const fn is_allowed(&self) -> bool {
         self.allowed != 0
     }
@@ -104,6 +105,7 @@ impl Decision {
     /// let limiter = RateLimiter::gcra(Quota::per_minute(10).unwrap());
     /// assert_eq!(limiter.decide(4).unwrap().remaining(), 6);
     /// ```
+    #[must_use]
     pub const fn remaining(&self) -> u64 {
         self.remaining
     }
@@ -118,6 +120,7 @@ impl Decision {
     /// assert!(limiter.decide(1).unwrap().retry_after().is_zero());
     /// assert!(!limiter.decide(1).unwrap().retry_after().is_zero());
     /// ```
+    #[must_use]
     pub const fn retry_after(&self) -> Duration {
         self.retry_after.as_duration()
     }
@@ -132,6 +135,7 @@ impl Decision {
     /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(10).unwrap()), &clock);
     /// assert_eq!(limiter.decide(3).unwrap().reset_after(), Duration::from_millis(300));
     /// ```
+    #[must_use]
     pub const fn reset_after(&self) -> Duration {
         self.reset_after.as_duration()
     }
@@ -144,6 +148,7 @@ impl Decision {
     /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap().with_burst(10).unwrap());
     /// assert_eq!(limiter.peek().limit(), 10);
     /// ```
+    #[must_use]
     pub const fn limit(&self) -> u64 {
         self.limit
     }
@@ -191,6 +196,7 @@ impl Denied {
     /// limiter.check().unwrap();
     /// assert_eq!(limiter.check().unwrap_err().retry_after(), Duration::from_millis(250));
     /// ```
+    #[must_use]
     pub const fn retry_after(&self) -> Duration {
         self.retry_after.as_duration()
     }
@@ -232,6 +238,7 @@ impl InsufficientCapacity {
     /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
     /// assert_eq!(limiter.decide(u64::MAX).unwrap_err().cost(), u64::MAX);
     /// ```
+    #[must_use]
     pub const fn cost(&self) -> u64 {
         self.cost
     }
@@ -243,6 +250,7 @@ impl InsufficientCapacity {
     /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap().with_burst(2).unwrap());
     /// assert_eq!(limiter.decide(3).unwrap_err().capacity(), 2);
     /// ```
+    #[must_use]
     pub const fn capacity(&self) -> u64 {
         self.capacity
     }

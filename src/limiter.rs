@@ -53,6 +53,7 @@ impl RateLimiter<Gcra, TscClock> {
     /// }
     /// assert!(limiter.check().is_err());
     /// ```
+    #[must_use]
     pub fn gcra(quota: Quota) -> RateLimiter<Gcra, TscClock> {
         RateLimiter::new(Gcra::new(&quota))
     }
@@ -243,6 +244,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
     /// assert_eq!(limiter.algorithm().capacity(), 5);
     /// ```
+    #[must_use]
     pub fn algorithm(&self) -> &A {
         &self.algorithm
     }
@@ -255,6 +257,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// limiter.clock().advance(std::time::Duration::from_secs(1));
     /// assert_eq!(limiter.clock().now().as_nanos(), 1_000_000_000);
     /// ```
+    #[must_use]
     pub fn clock(&self) -> &C {
         &self.clock
     }

@@ -225,6 +225,7 @@ impl Quota {
     /// ```
     /// assert_eq!(tollgate::Quota::per_hour(7).unwrap().limit(), 7);
     /// ```
+    #[must_use]
     pub const fn limit(&self) -> u64 {
         self.limit
     }
@@ -235,6 +236,7 @@ impl Quota {
     /// use std::time::Duration;
     /// assert_eq!(tollgate::Quota::per_minute(7).unwrap().period(), Duration::from_secs(60));
     /// ```
+    #[must_use]
     pub const fn period(&self) -> Duration {
         Duration::from_nanos(self.period)
     }
@@ -244,6 +246,7 @@ impl Quota {
     /// ```
     /// assert_eq!(tollgate::Quota::per_minute(7).unwrap().burst(), 7);
     /// ```
+    #[must_use]
     pub const fn burst(&self) -> u64 {
         self.burst
     }
@@ -257,6 +260,7 @@ impl Quota {
     /// let q = tollgate::Quota::per_second(3).unwrap();
     /// assert_eq!(q.emission_interval(), Duration::from_nanos(333_333_334));
     /// ```
+    #[must_use]
     pub const fn emission_interval(&self) -> Duration {
         Duration::from_nanos(self.emission_interval)
     }
@@ -268,6 +272,7 @@ impl Quota {
     /// let q = tollgate::Quota::per_second(5).unwrap().with_burst(10).unwrap();
     /// assert_eq!(q.tolerance(), Duration::from_secs(2));
     /// ```
+    #[must_use]
     pub const fn tolerance(&self) -> Duration {
         Duration::from_nanos(self.tolerance_nanos())
     }

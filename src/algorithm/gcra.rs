@@ -75,6 +75,7 @@ impl Gcra {
     /// const GCRA: Gcra = Gcra::new(&match Quota::per_second(10) { Ok(q) => q, Err(_) => panic!() });
     /// assert_eq!(GCRA.capacity(), 10);
     /// ```
+    #[must_use]
     pub const fn new(quota: &Quota) -> Gcra {
         Gcra {
             emission_interval: quota.emission_interval_nanos(),
@@ -91,6 +92,7 @@ impl Gcra {
     /// let gcra = Gcra::from(Quota::per_second(4).unwrap());
     /// assert_eq!(gcra.emission_interval(), Duration::from_millis(250));
     /// ```
+    #[must_use]
     pub const fn emission_interval(&self) -> Duration {
         Duration::from_nanos(self.emission_interval)
     }
@@ -103,6 +105,7 @@ impl Gcra {
     /// let gcra = Gcra::from(Quota::per_second(4).unwrap().with_burst(2).unwrap());
     /// assert_eq!(gcra.tolerance(), Duration::from_millis(500));
     /// ```
+    #[must_use]
     pub const fn tolerance(&self) -> Duration {
         Duration::from_nanos(self.tolerance)
     }

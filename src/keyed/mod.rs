@@ -346,6 +346,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
     /// assert_eq!(l.stats().occupied, 0);
     /// ```
+    #[must_use]
     pub fn stats(&self) -> KeyedStats {
         self.table.stats_snapshot()
     }
@@ -357,6 +358,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// let l = KeyedRateLimiter::<String>::gcra(Quota::per_second(10).unwrap(), 1_000_000).unwrap();
     /// assert!(l.memory() <= 24 * 1_000_000);
     /// ```
+    #[must_use]
     pub fn memory(&self) -> usize {
         self.table.memory() + core::mem::size_of::<Self>() - core::mem::size_of::<Table>()
     }
@@ -368,6 +370,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
     /// assert_eq!(l.overflow(), Overflow::Deny);
     /// ```
+    #[must_use]
     pub fn overflow(&self) -> Overflow {
         self.overflow
     }
@@ -380,6 +383,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
     /// assert_eq!(l.algorithm().capacity(), 10);
     /// ```
+    #[must_use]
     pub fn algorithm(&self) -> &A {
         &self.algorithm
     }
@@ -394,6 +398,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     ///     .unwrap();
     /// assert_eq!(l.clock().now().as_nanos(), 0);
     /// ```
+    #[must_use]
     pub fn clock(&self) -> &C {
         &self.clock
     }

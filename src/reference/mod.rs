@@ -127,6 +127,7 @@ impl VirtualScheduling {
     /// let vsa = tollgate::reference::VirtualScheduling::new(&tollgate::Quota::per_second(3).unwrap());
     /// # let _ = vsa;
     /// ```
+    #[must_use]
     pub fn new(quota: &Quota) -> VirtualScheduling {
         let increment = quota.emission_interval_nanos() as i128;
         VirtualScheduling {
@@ -210,6 +211,7 @@ impl TokenBucket {
     /// let bucket = tollgate::reference::TokenBucket::new(&tollgate::Quota::per_minute(3).unwrap());
     /// # let _ = bucket;
     /// ```
+    #[must_use]
     pub fn new(quota: &Quota) -> TokenBucket {
         TokenBucket {
             level: quota.tolerance_nanos() as i128,
@@ -279,6 +281,7 @@ impl SlidingWindowCounter {
     /// let m = tollgate::reference::SlidingWindowCounter::new(&tollgate::Quota::per_minute(3).unwrap());
     /// # let _ = m;
     /// ```
+    #[must_use]
     pub fn new(quota: &Quota) -> SlidingWindowCounter {
         SlidingWindowCounter {
             counts: BTreeMap::new(),
@@ -358,6 +361,7 @@ impl FixedWindowCounter {
     /// let m = tollgate::reference::FixedWindowCounter::new(&tollgate::Quota::per_minute(3).unwrap());
     /// # let _ = m;
     /// ```
+    #[must_use]
     pub fn new(quota: &Quota) -> FixedWindowCounter {
         FixedWindowCounter {
             counts: BTreeMap::new(),
@@ -425,6 +429,7 @@ impl SlidingLog {
     /// let log = tollgate::reference::SlidingLog::new(&tollgate::Quota::per_hour(5).unwrap());
     /// assert!(log.is_empty());
     /// ```
+    #[must_use]
     pub fn new(quota: &Quota) -> SlidingLog {
         SlidingLog {
             log: VecDeque::new(),
@@ -439,6 +444,7 @@ impl SlidingLog {
     /// let log = tollgate::reference::SlidingLog::new(&tollgate::Quota::per_hour(5).unwrap());
     /// assert!(log.is_empty());
     /// ```
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.log.is_empty()
     }

@@ -32,6 +32,7 @@ impl SlidingLog {
     /// let log = SlidingLog::new(&Quota::per_minute(3).unwrap());
     /// assert_eq!(log.period(), std::time::Duration::from_secs(60));
     /// ```
+    #[must_use]
     pub const fn new(quota: &Quota) -> SlidingLog {
         SlidingLog {
             limit: quota.limit(),
@@ -45,6 +46,7 @@ impl SlidingLog {
     /// # use tollgate::{Quota, SlidingLog};
     /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).limit(), 2);
     /// ```
+    #[must_use]
     pub const fn limit(&self) -> u64 {
         self.limit
     }
@@ -55,6 +57,7 @@ impl SlidingLog {
     /// # use tollgate::{Quota, SlidingLog};
     /// assert_eq!(SlidingLog::new(&Quota::per_hour(2).unwrap()).period().as_secs(), 3600);
     /// ```
+    #[must_use]
     pub const fn period(&self) -> core::time::Duration {
         core::time::Duration::from_nanos(self.period)
     }

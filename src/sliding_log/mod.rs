@@ -383,6 +383,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// log.check_key(&1).unwrap();
     /// assert_eq!(log.stats().occupied, 1);
     /// ```
+    #[must_use]
     pub fn stats(&self) -> KeyedStats {
         let mut stats = KeyedStats {
             capacity: self.capacity,
@@ -408,6 +409,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(10).build::<u64>().unwrap();
     /// assert!(log.memory() > 0);
     /// ```
+    #[must_use]
     pub fn memory(&self) -> usize {
         self.shards
             .iter()
