@@ -161,9 +161,10 @@ const CHUNK: usize = 8;
 /// a check, 3-4% slower.
 const CHUNKS_PER_READING: u32 = 2;
 
-/// What both batch iterators are: requests read and hashed a chunk ahead of the decisions, their
-/// cache lines requested, and each pair of chunks decided at one clock reading. `E` is what a
-/// request carries besides its key (nothing for `check_keys`, the cost for `decide_keys`).
+/// What the three batch iterators are: requests read and hashed a chunk ahead of the decisions,
+/// their cache lines requested, and each pair of chunks decided at one clock reading. `E` is what
+/// a request carries besides its key (nothing for `check_keys`, the cost for `decide_keys`, the
+/// quota and the cost for `decide_keys_with`).
 ///
 /// A request is decided when its decision is asked for, not before: there is no buffer of
 /// decisions to fill, copy and drop, and a batch abandoned half way has decided only what it
