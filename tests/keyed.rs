@@ -1079,6 +1079,23 @@ fn collect_with_exact_hints<T>(mut decisions: impl Iterator<Item = T>, len: usiz
     got
 }
 
+/// Two identical small tables (20 keys, a fixed hasher, each its own manual clock): one for the
+/// batches under test, one for the same requests one at a time.
+fn twin_tables<A: Algorithm + Clone>(
+    algorithm: &A,
+    overflow: Overflow,
+) -> [KeyedRateLimiter<u64, A, ManualClock>; 2] {
+    [(); 2].map(|()| {
+        KeyedRateLimiter::builder(algorithm.clone())
+            .capacity(20)
+            .overflow(overflow)
+            .clock(ManualClock::new())
+            .hasher(seeded(5))
+            .build::<u64>()
+            .unwrap()
+    })
+}
+
 /// `check_keys` and `decide_keys` decide exactly as `check_key` and `decide_key` called on each
 /// request in turn at the same time (batches alternate between the two), for each algorithm and
 /// each overflow policy: costs from 0 (a peek) to past the capacity (an error that leaves the
@@ -1087,16 +1104,7 @@ fn collect_with_exact_hints<T>(mut decisions: impl Iterator<Item = T>, len: usiz
 #[test]
 fn batches_decide_as_single_calls_in_turn() {
     fn run<A: Algorithm + Clone>(algorithm: A, overflow: Overflow) {
-        let build = || {
-            KeyedRateLimiter::builder(algorithm.clone())
-                .capacity(20)
-                .overflow(overflow)
-                .clock(ManualClock::new())
-                .hasher(seeded(5))
-                .build::<u64>()
-                .unwrap()
-        };
-        let (batched, single) = (build(), build());
+        let [batched, single] = twin_tables(&algorithm, overflow);
         let capacity = algorithm.capacity();
         let mut next = xorshift(0x0FED_CBA9_8765_4321);
         let (mut peeks, mut errors) = (0, 0);
@@ -1209,16 +1217,7 @@ fn tiered_batches_decide_as_single_calls_in_turn() {
         Overflow::Allow,
         Overflow::EvictLeastConstrained,
     ] {
-        let build = || {
-            KeyedRateLimiter::builder(own)
-                .capacity(20)
-                .overflow(overflow)
-                .clock(ManualClock::new())
-                .hasher(seeded(5))
-                .build::<u64>()
-                .unwrap()
-        };
-        let (batched, single) = (build(), build());
+        let [batched, single] = twin_tables(&own, overflow);
         let mut next = xorshift(0x0123_4567_89AB_CDEF);
         let (mut peeks, mut errors) = (0, 0);
         for round in 0..300 {
