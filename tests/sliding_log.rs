@@ -402,6 +402,21 @@ fn any_thread_count_builds_a_working_log() {
 }
 
 #[test]
+fn the_getters_report_what_was_built() {
+    let clock = ManualClock::starting_at(Duration::from_secs(5));
+    let log = KeyedSlidingLog::builder(&Quota::new(7, Duration::from_secs(900)).unwrap())
+        .overflow(Overflow::EvictLeastConstrained)
+        .clock(&clock)
+        .build::<str>()
+        .unwrap();
+    assert_eq!(log.algorithm().limit(), 7);
+    assert_eq!(log.algorithm().period(), Duration::from_secs(900));
+    assert_eq!(log.overflow(), Overflow::EvictLeastConstrained);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(log.clock().now(), Nanos::from_nanos(6_000_000_000));
+}
+
+#[test]
 fn memory_stays_bounded_under_a_key_flood() {
     // 5 per hour, a new key every 50 ms: logs go idle an hour (72 000 keys) after they are
     // written, so the table fills within its first thousand keys, denies new keys until the

@@ -7,9 +7,10 @@ use crate::clock::Nanos;
 use crate::decision::Decision;
 use crate::quota::Quota;
 
-/// The sliding log's parameters: `limit` units per `period`. Build a
-/// [`KeyedSlidingLog`](super::KeyedSlidingLog) from it with
-/// [`KeyedSlidingLog::builder`](super::KeyedSlidingLog::builder).
+/// The sliding log's parameters: `limit` units per `period`. A
+/// [`KeyedSlidingLog`](super::KeyedSlidingLog) takes them from the quota given to
+/// [`KeyedSlidingLog::builder`](super::KeyedSlidingLog::builder) and reports them with
+/// [`KeyedSlidingLog::algorithm`](super::KeyedSlidingLog::algorithm).
 ///
 /// ```
 /// use tollgate::{Quota, SlidingLog};

@@ -418,6 +418,48 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
             + core::mem::size_of_val(&*self.shards)
     }
 
+    /// The log's parameters: its limit and period, from the quota it was built for.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// assert_eq!(log.algorithm().limit(), 5);
+    /// assert_eq!(log.algorithm().period(), Duration::from_secs(3_600));
+    /// ```
+    #[must_use]
+    pub fn algorithm(&self) -> &SlidingLog {
+        &self.config
+    }
+
+    /// The overflow policy.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Overflow, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// assert_eq!(log.overflow(), Overflow::Deny);
+    /// ```
+    #[must_use]
+    pub fn overflow(&self) -> Overflow {
+        self.overflow
+    }
+
+    /// The clock.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Clock, KeyedSlidingLog, ManualClock, Quota};
+    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap())
+    ///     .clock(ManualClock::starting_at(Duration::from_secs(9)))
+    ///     .build::<u64>()
+    ///     .unwrap();
+    /// assert_eq!(log.clock().now().as_nanos(), 9_000_000_000);
+    /// ```
+    #[must_use]
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
     /// The shard that holds the logs of keys with `hash`: picked by the hash's high bits.
     fn shard(&self, hash: u64) -> &Mutex<Shard> {
         let index = ((hash as u128 * self.shards.len() as u128) >> 64) as usize;
