@@ -197,7 +197,7 @@ impl<A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<A, C, S> {
 ///
 /// ```
 /// use tollgate::{KeyedError, KeyedRateLimiter, Quota};
-/// let err = KeyedRateLimiter::<u64, _>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
+/// let err = KeyedRateLimiter::<u64>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
 /// assert!(matches!(err, KeyedError::Quota(_)));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -134,6 +134,10 @@ pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHas
     key: PhantomData<fn(&K)>,
 }
 
+// The three constructors with the defaults all live on the defaults' type, so that each call
+// names the key type alone: `KeyedRateLimiter::<str>::sliding_window(..)`. On
+// `KeyedRateLimiter<K, SlidingWindow>` that call would not compile (a path that names only `K`
+// takes the default algorithm, GCRA) and would need `KeyedRateLimiter::<str, _>`.
 impl<K: ?Sized> KeyedRateLimiter<K> {
     /// A GCRA limiter per key for `quota`, sized for `capacity` live keys, with the defaults
     /// (random ahash, [`TscClock`], [`Overflow::Deny`]).
@@ -152,9 +156,7 @@ impl<K: ?Sized> KeyedRateLimiter<K> {
             .capacity(capacity)
             .build()
     }
-}
 
-impl<K: ?Sized> KeyedRateLimiter<K, SlidingWindow> {
     /// A sliding-window counter per key; see [`KeyedRateLimiter::gcra`].
     ///
     /// # Errors
@@ -163,7 +165,7 @@ impl<K: ?Sized> KeyedRateLimiter<K, SlidingWindow> {
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::<str, _>::sliding_window(Quota::per_minute(60).unwrap(), 1_000).unwrap();
+    /// let l = KeyedRateLimiter::<str>::sliding_window(Quota::per_minute(60).unwrap(), 1_000).unwrap();
     /// assert!(l.check_key_n("tenant-a", 60).is_ok());
     /// assert!(l.check_key("tenant-a").is_err());
     /// ```
@@ -175,9 +177,7 @@ impl<K: ?Sized> KeyedRateLimiter<K, SlidingWindow> {
             .capacity(capacity)
             .build()?)
     }
-}
 
-impl<K: ?Sized> KeyedRateLimiter<K, FixedWindow> {
     /// A fixed-window counter per key; see [`KeyedRateLimiter::gcra`].
     ///
     /// # Errors
@@ -186,7 +186,7 @@ impl<K: ?Sized> KeyedRateLimiter<K, FixedWindow> {
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::<u32, _>::fixed_window(Quota::per_second(2).unwrap(), 100).unwrap();
+    /// let l = KeyedRateLimiter::<u32>::fixed_window(Quota::per_second(2).unwrap(), 100).unwrap();
     /// assert!(l.check_key_n(&9, 2).is_ok());
     /// ```
     pub fn fixed_window(
