@@ -28,6 +28,8 @@
 //!
 //! A `now` before the stored window is counted in the stored window, whose count stands.
 
+use core::time::Duration;
+
 use super::window::{position, Layout, Position};
 use super::{Algorithm, Transition};
 use crate::clock::Nanos;
@@ -83,6 +85,21 @@ impl FixedWindow {
             }),
             Err(err) => Err(err),
         }
+    }
+
+    /// The window's length: the quota's period. With [`capacity`](Algorithm::capacity), the
+    /// limit per window, it is what a `RateLimit-Policy` header reports (`10;w=60`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, FixedWindow, Quota};
+    /// let window = FixedWindow::new(&Quota::per_minute(3).unwrap()).unwrap();
+    /// assert_eq!(window.window(), Duration::from_secs(60));
+    /// assert_eq!(window.capacity(), 3);
+    /// ```
+    #[must_use]
+    pub const fn window(&self) -> Duration {
+        Duration::from_nanos(self.period)
     }
 
     #[inline]

@@ -44,6 +44,8 @@
 //! as they stand, the previous one at full weight. That is the most the state can weigh, so an
 //! early request is never admitted where a later one would not be.
 
+use core::time::Duration;
+
 use super::window::{position, Layout, Position};
 use super::{Algorithm, Transition};
 use crate::clock::Nanos;
@@ -108,6 +110,21 @@ impl SlidingWindow {
             }),
             Err(err) => Err(err),
         }
+    }
+
+    /// The window's length: the quota's period. With [`capacity`](Algorithm::capacity), the
+    /// limit per window, it is what a `RateLimit-Policy` header reports (`10;w=60`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Algorithm, SlidingWindow, Quota};
+    /// let window = SlidingWindow::new(&Quota::per_minute(10).unwrap()).unwrap();
+    /// assert_eq!(window.window(), Duration::from_secs(60));
+    /// assert_eq!(window.capacity(), 10);
+    /// ```
+    #[must_use]
+    pub const fn window(&self) -> Duration {
+        Duration::from_nanos(self.period)
     }
 
     /// Packs a window index and two counts.
