@@ -117,6 +117,32 @@ pub struct KeyedSlidingLog<K: ?Sized, C = TscClock, S = DefaultKeyHasher> {
     key: PhantomData<fn(&K)>,
 }
 
+impl<K: ?Sized> KeyedSlidingLog<K> {
+    /// An exact sliding log per key for `quota` (its limit and period), for up to `capacity`
+    /// keys, with the defaults (random ahash, [`TscClock`], [`Overflow::Deny`]), as
+    /// [`KeyedRateLimiter::gcra`](crate::KeyedRateLimiter::gcra) builds a GCRA table. The
+    /// [`builder`](KeyedSlidingLog::builder) sets the rest.
+    ///
+    /// # Errors
+    ///
+    /// [`CapacityError`] for a capacity of 0 or one whose maps cannot be allocated.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    ///
+    /// // 5 failed logins per 15 minutes, per account, for up to 100 000 accounts at once.
+    /// let quota = Quota::new(5, Duration::from_secs(15 * 60))?;
+    /// let logins = KeyedSlidingLog::<str>::new(quota, 100_000)?;
+    /// assert_eq!(logins.decide_key("alice", 1)?.remaining(), 4);
+    /// assert_eq!(logins.stats().capacity, 100_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(quota: Quota, capacity: usize) -> Result<KeyedSlidingLog<K>, CapacityError> {
+        KeyedSlidingLog::builder(&quota).capacity(capacity).build()
+    }
+}
+
 impl KeyedSlidingLog<()> {
     /// Starts configuring a keyed sliding log for `quota` (its limit and period).
     ///
