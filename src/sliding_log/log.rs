@@ -8,8 +8,9 @@ use crate::decision::Decision;
 use crate::quota::Quota;
 
 /// The sliding log's parameters: `limit` units per `period`. A
-/// [`KeyedSlidingLog`](super::KeyedSlidingLog) takes them from the quota given to
-/// [`KeyedSlidingLog::builder`](super::KeyedSlidingLog::builder) and reports them with
+/// [`KeyedSlidingLog`](super::KeyedSlidingLog) takes them from the quota it is built for
+/// ([`KeyedSlidingLog::new`](super::KeyedSlidingLog::new) or
+/// [`builder`](super::KeyedSlidingLog::builder)) and reports them with
 /// [`KeyedSlidingLog::algorithm`](super::KeyedSlidingLog::algorithm).
 ///
 /// ```
