@@ -88,7 +88,8 @@ impl FixedWindow {
     }
 
     /// The window's length: the quota's period. With [`capacity`](Algorithm::capacity), the
-    /// limit per window, it is what a `RateLimit-Policy` header reports (`10;w=60`).
+    /// limit per window, it is the policy a server advertises in its `RateLimit-Policy` header
+    /// (the limit and the window in seconds; the header's syntax differs between drafts).
     ///
     /// ```
     /// use std::time::Duration;
