@@ -337,6 +337,28 @@ mod tests {
     }
 
     #[test]
+    fn a_costly_request_waits_within_the_window() {
+        // Limit 10 per minute; 8 in the previous window, 4 in the current, a request of cost 3
+        // 25% into the current window: 8 × 0.75 + 4 + 3 = 13 > 10, denied. It fits once
+        // 8 × (60 − e) / 60 ≤ 10 − 4 − 3 = 3, i.e. e ≥ 60 − 180/8 = 37.5 s: 22.5 s from now,
+        // still in this window. (The other tests' costs are 1; a cost of 3 here checks that the
+        // wait counts the whole cost: with 1 it would be 7.5 s.)
+        let sw = per_minute(10);
+        let state = sw.pack(1, 8, 4);
+        let now = 75 * SEC;
+        let (d, s) = sw.decide(state, Nanos::from_nanos(now), 3);
+        assert!(!d.is_allowed());
+        assert_eq!(s, state);
+        // ⌈8 × 0.75⌉ = 6 and 4 counted: nothing remains.
+        assert_eq!(d.remaining(), 0);
+        assert_eq!(d.retry_after(), Duration::from_millis(22_500));
+        let admits = |t: u64| sw.decide(state, Nanos::from_nanos(t), 3).0.is_allowed();
+        let wait = 22 * SEC + SEC / 2;
+        assert!(!admits(now + wait - 1));
+        assert!(admits(now + wait));
+    }
+
+    #[test]
     fn uniform_traffic_at_the_limit() {
         // 10 per minute, one request every 6 s (exactly the limit) for ten minutes.
         // Window 0 (0-54 s): no previous count, all 10 admitted.
