@@ -16,7 +16,8 @@ use crate::decision::Decision;
 ///   `now + retry_after`, and the model denies it one nanosecond earlier (a cost above the
 ///   capacity must report `Nanos::MAX`);
 /// - `reset_after` is exact: the model has its whole capacity back at `now + reset_after`, and
-///   not one nanosecond earlier.
+///   not one nanosecond earlier; a `reset_after` that reaches past [`Nanos::MAX`] means that the
+///   model is not full by then.
 ///
 /// The property tests and the fuzz targets both drive this type.
 ///
@@ -187,6 +188,12 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             if reset > 0 && self.model.clone().decide(at(t + reset - 1), 0).remaining == capacity {
                 return fail(&format!("reset_after {reset} ns is too long"));
             }
+        } else if self.model.clone().decide(Nanos::MAX, 0).remaining == capacity {
+            // The capacity comes back past the last time a clock can read, so it cannot be
+            // probed there; but the model must not have it back by then.
+            return fail(&format!(
+                "reset_after {reset} ns is too long: the model is full by Nanos::MAX"
+            ));
         }
         self.state = next;
         self.steps += 1;
