@@ -62,7 +62,9 @@
 //! it is killed: a single-slot argument, in that slot's modification order, which needs no
 //! ordering. The scan that finds an existing key needs no fence: it uses a published slot, and if
 //! that slot was reused meanwhile its compare-and-swap fails on the tag. The fence costs a few
-//! dozen cycles on the insert path only.
+//! dozen cycles on the insert path only. Weakened to `Release`, it fails the loom models
+//! `inserts_of_one_key_into_different_slots` (both inserters of one key admitted, each in a slot
+//! of its own) and `three_inserts_of_one_key`.
 //!
 //! **The tiers' room** is the one value read because of a slot's word: eviction spares an entry
 //! that any quota the table has been asked with would limit, and a table learns a tier's quota
