@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Checks that the loom models have teeth: breaks the keyed table's insert protocol one way at a
+# time (a fence weakened or dropped, a rule of the validation skipped), runs the models, and
+# expects some model to fail. Restores the source afterwards, whatever happens.
+#
+#   loom-tests/mutants.sh        # about 3 minutes on a 2-core VM, after the models' first build
+#
+# Exits non-zero if a mutant survives (the models missed a broken protocol) or no longer applies
+# (the code moved: update its pattern). `.ci/run` runs it after the models. One change to the
+# protocol is known to pass the models, and is not listed: letting no reservation win over another
+# (every inserter kills the others') changes only who wins a race, and so progress, which loom's
+# bounded search does not judge.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+table=src/store/table.rs
+backup=$(mktemp)
+cp "$table" "$backup"
+trap 'cp "$backup" "$table"; rm -f "$backup"' EXIT
+
+failures=0
+# mutant NAME PERL-SUBSTITUTION: applies the substitution to a fresh copy of the table's source,
+# runs every loom model, and expects a failure.
+mutant() {
+    local name=$1 substitution=$2 log
+    cp "$backup" "$table"
+    perl -0pi -e "$substitution" "$table"
+    if cmp -s "$table" "$backup"; then
+        echo "NOT APPLIED  $name: its pattern no longer matches $table"
+        failures=$((failures + 1))
+        return
+    fi
+    log=$(mktemp)
+    if loom-tests/run.sh >"$log" 2>&1; then
+        echo "SURVIVED     $name: every loom model passed"
+        failures=$((failures + 1))
+    else
+        echo "caught       $name: $(grep -E '^test [a-z_0-9]+ \.\.\. FAILED' "$log" | cut -d' ' -f2 | paste -sd' ' -)"
+    fi
+    rm -f "$log"
+}
+
+mutant "the SeqCst fence before validation weakened to Release" \
+    's/fence\(SeqCst\);(\n\s*if !self\.validate)/fence(Release);$1/'
+mutant "validation skipped" \
+    's/(fn validate<W: Wide>\([^)]*\) -> bool \{\n)/${1}        if true { return true; }\n/'
+mutant "a live slot of the key elsewhere ignored by validation" \
+    's/(\/\/ The key is live elsewhere\.\n\s*)return false;/${1}i += 1; continue;/'
+mutant "a killed reservation emptied instead of left as a tombstone" \
+    's/compare_exchange\(slot, word, KILLED\)/compare_exchange(slot, word, 0)/'
+mutant "other reservations of the key never killed" \
+    's/if wide\.compare_exchange\(slot, word, KILLED\)\.is_ok\(\) \{\n(\s*i \+= 1;)\n\s*\}/$1/'
+mutant "the release fence after learning a tier dropped" \
+    's/(fetch_min\(room, Relaxed\);\n\s*\}\n)\s*fence\(Release\);\n/$1/'
+mutant "the acquire fence before an eviction reads the tiers' room dropped" \
+    's/\s*fence\(Acquire\);(\n\s*let tier_room)/$1/'
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures mutant(s) not caught"
+    exit 1
+fi
+echo "every mutant caught"
