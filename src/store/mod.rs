@@ -85,7 +85,9 @@
 //! The loom models in `loom-tests/` check these claims under every interleaving loom can reach:
 //! exact admission counts from racing threads, no lost update, one slot per key under racing
 //! inserts, and no decision about one key landing on another's state while a slot is reused or
-//! evicted.
+//! evicted. `loom-tests/mutants.sh`, run by CI, checks that they would notice: with any of the
+//! three fences above weakened or dropped, or a rule of the insert's validation skipped, some
+//! model fails.
 //! Loom has no 128-bit atomic; `src/sync/` gives it one made of a loom `AtomicU64` holding a handle
 //! to an interned value, so the same orderings and the same fence are what loom checks.
 
