@@ -341,8 +341,8 @@ mod tests {
         // Limit 10 per minute; 8 in the previous window, 4 in the current, a request of cost 3
         // 25% into the current window: 8 × 0.75 + 4 + 3 = 13 > 10, denied. It fits once
         // 8 × (60 − e) / 60 ≤ 10 − 4 − 3 = 3, i.e. e ≥ 60 − 180/8 = 37.5 s: 22.5 s from now,
-        // still in this window. (The other tests' costs are 1; a cost of 3 here checks that the
-        // wait counts the whole cost: with 1 it would be 7.5 s.)
+        // still in this window. The wait depends on the whole cost: for a cost of 1 it would be
+        // 7.5 s.
         let sw = per_minute(10);
         let state = sw.pack(1, 8, 4);
         let now = 75 * SEC;
