@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Checks that the loom models have teeth: breaks the keyed table's insert protocol one way at a
-# time (a fence weakened or dropped, a rule of the validation skipped), runs the models, and
-# expects some model to fail. Restores the source afterwards, whatever happens.
+# Checks that the loom models have teeth: breaks the keyed table's protocol one way at a time
+# (one of its three fences weakened or dropped, a rule of an insert's validation skipped), runs
+# the models, and expects some model to fail. Restores the source afterwards, whatever happens.
 #
 #   loom-tests/mutants.sh        # about 3 minutes on a 2-core VM, after the models' first build
 #
