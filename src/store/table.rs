@@ -760,19 +760,64 @@ mod tests {
     #[test]
     fn sizes_follow_the_capacity() {
         let t = Table::new(1_000_000, 16).unwrap();
-        // 1 M / 0.68 = 1 470 589 slots, rounded up to whole groups in each of 64 shards.
-        let slots = t.groups.len() * GROUP;
-        assert!(
-            (1_470_589..1_470_589 + 64 * GROUP).contains(&slots),
-            "{slots}"
-        );
+        // 1 M / 0.68 = 1 470 589 slots: 183 824 groups, 2 872.25 for each of 64 shards (4 per
+        // thread), rounded up to 2 873.
         assert_eq!(t.shards.len(), 64);
+        assert_eq!(t.groups.len(), 64 * 2_873);
         assert!(t.memory() <= 24 * 1_000_000, "{} bytes", t.memory());
         // Tiny tables have one shard and one group.
         let t = Table::new(1, 16).unwrap();
         assert_eq!((t.shards.len(), t.groups.len()), (1, 1));
         assert_eq!(core::mem::align_of::<Group>(), 128);
         assert_eq!(core::mem::size_of::<Group>(), 128);
+    }
+
+    /// A new key takes the first free slot of its group counting from its starting slot, the
+    /// order in which [`Table::find`] looks first: checked in a table of a single group, where
+    /// the two scans of a key are that group from two starts and every key lands in it.
+    #[test]
+    fn keys_fill_their_group_from_their_starting_slot() {
+        use crate::algorithm::Gcra;
+        use crate::quota::Quota;
+        let gcra = Gcra::from(Quota::per_second(1).unwrap());
+        let t = Table::new(1, 1).unwrap();
+        assert_eq!(t.groups.len(), 1);
+        let at = Nanos::ZERO;
+        // The starting slot is bits 40-42 of the hash; the low bits tell the keys apart.
+        let hash = |start: u64, n: u64| start << 40 | n;
+        let keys = [
+            (hash(3, 1), 3),
+            (hash(3, 2), 4),
+            (hash(7, 3), 7),
+            (hash(3, 4), 5),
+        ];
+        for (h, _) in keys {
+            let probe = t.probe(h);
+            let decided = t.update(&probe, &gcra, at, Overflow::Deny, |s| gcra.decide(s, at, 1));
+            assert!(decided.is_ok_and(|d| d.is_allowed()));
+        }
+        // A key whose start is taken wraps around the group's end.
+        let probe = t.probe(hash(7, 5));
+        let decided = t.update(&probe, &gcra, at, Overflow::Deny, |s| gcra.decide(s, at, 1));
+        assert!(decided.is_ok_and(|d| d.is_allowed()));
+        let tags: Vec<u64> = t.groups[0]
+            .slots
+            .iter()
+            .map(|s| tag_of(Portable.load(s)))
+            .collect();
+        let mut expected = vec![0; GROUP];
+        for (h, slot) in keys {
+            expected[slot] = h;
+        }
+        expected[0] = hash(7, 5);
+        assert_eq!(tags, expected);
+        // Each is found where it is: a second request of each is denied on its own state.
+        for h in keys.map(|(h, _)| h).into_iter().chain([hash(7, 5)]) {
+            let probe = t.probe(h);
+            let decided = t.update(&probe, &gcra, at, Overflow::Deny, |s| gcra.decide(s, at, 1));
+            assert!(decided.is_ok_and(|d| !d.is_allowed()));
+        }
+        assert_eq!(t.stats_snapshot().occupied, 5);
     }
 
     /// On x86-64 the table runs its slots on the CPU's own instructions ([`Native`]); every
