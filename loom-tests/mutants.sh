@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks that the loom models have teeth: breaks the keyed table's protocol one way at a time
 # (one of its three fences weakened or dropped, a rule of an insert's validation skipped, a
-# decision's compare-and-swap retried on another key's word), runs
-# the models, and expects some model to fail. Restores the source afterwards, whatever happens.
+# decision's compare-and-swap retried on a word that holds no state of its key: another key's, or
+# a reservation of its own), runs the models, and expects some model to fail. Restores the source afterwards, whatever happens.
 #
 #   loom-tests/mutants.sh        # about 3 minutes on a 2-core VM, after the models' first build
 #
@@ -52,6 +52,8 @@ mutant "other reservations of the key never killed" \
     's/if wide\.compare_exchange\(slot, word, KILLED\)\.is_ok\(\) \{\n(\s*i \+= 1;)\n\s*\}/$1/'
 mutant "a decision that retries its compare-and-swap on whatever word it finds (another key's)" \
     's/Err\(actual\) if tag_of\(actual\) == tag && state_of\(actual\) != RESERVED =>/Err(actual) if true =>/'
+mutant "a decision that retries its compare-and-swap on a reservation of its own key (no state yet)" \
+    's/Err\(actual\) if tag_of\(actual\) == tag && state_of\(actual\) != RESERVED =>/Err(actual) if tag_of(actual) == tag && state_of(actual) == RESERVED =>/'
 mutant "the release fence after learning a tier dropped" \
     's/(fetch_min\(room, Relaxed\);\n\s*\}\n)\s*fence\(Release\);\n/$1/'
 mutant "the acquire fence before an eviction reads the tiers' room dropped" \

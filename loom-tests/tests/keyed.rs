@@ -4,6 +4,8 @@
 //! The races of the slot protocol:
 //! - two new keys claiming the one empty slot;
 //! - a decision for key X racing the reuse of X's idle slot by key Y;
+//! - a decision for key X racing the reuse of X's idle slot by key Y and then by an inserter of X
+//!   (the decision's compare-and-swap finds X's tag again, but on a reservation);
 //! - a decision for key X racing the eviction of X's live slot by key Y;
 //! - two threads inserting the same new key;
 //! - two threads inserting the same new key into *different* slots, because they read the clock
@@ -27,11 +29,12 @@
 //! three-inserts model: the crate's own code until 2026-11-24, when the model was written), or a
 //! tombstone left in place by its owner (the different-slots and three-inserts models); a tier's
 //! room read by an evictor without the acquire fence after its scan, or learned without the
-//! release fence before the decision (the tier model, 2026-11-24, either break). Two breaks
-//! changed nothing observable, as expected: the higher reservation winning instead of the lower
-//! (any fixed order works), and a decision on its own key's reservation (GCRA reads the reserved
-//! word as a schedule far ahead and denies, as a key that gives up waiting for its reservation
-//! does).
+//! release fence before the decision (the tier model, 2026-11-24, either break); a decision
+//! retrying its compare-and-swap on a reservation of its own key (the model of the slot that goes
+//! to another key and back, 2026-11-24: GCRA reads the reserved word as a schedule far ahead and
+//! denies a request that every correct interleaving admits). One break changed nothing
+//! observable, as expected: the higher reservation winning instead of the lower (any fixed order
+//! works).
 #![cfg(tollgate_loom)]
 
 use std::hash::{BuildHasher, Hasher};
@@ -163,6 +166,62 @@ fn decision_races_the_reuse_of_its_idle_slot() {
         let stats = limiter.stats();
         assert_eq!(stats.reuses, y as u64);
         assert_eq!((stats.occupied, stats.overflows), (2, 1));
+    });
+}
+
+/// X's slot goes idle, then to Y, then back to an inserter of X, all between the load and the
+/// compare-and-swap of a decision about X: the decision's compare-and-swap fails on a word with
+/// X's tag again, but one that is a reservation, with no state in it yet. The decision must give
+/// up that word and look again (the insert publishes, and the decision is made on its state), not
+/// decide on the reservation: GCRA would read its marker as a schedule far ahead and deny.
+#[test]
+fn decision_races_its_idle_slot_going_to_another_key_and_back() {
+    loom::model(|| {
+        // One per second with bursts of 3: X's and Y's single requests are paid off a second
+        // later, and two requests of X a second apart always fit. A full table fails open, so
+        // a request of X is admitted whether or not it finds room: only a decision made on a
+        // reservation can deny it.
+        let burst_of_3 = Quota::per_second(1).unwrap().with_burst(3).unwrap();
+        let limiter = table_with(burst_of_3, Overflow::Allow);
+        let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+        limiter.check_key_with(&C, &hourly, 1).unwrap();
+        limiter.check_key(&X).unwrap();
+        limiter.clock().advance(Duration::from_secs(1));
+        // At 1 s: C live for an hour, X idle.
+        let x = spawn_check(&limiter, X);
+        let y_then_x = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                // Y takes X's idle slot (or finds X live again and overflows), goes idle itself
+                // a second later, and X's insert takes the slot back.
+                let y = limiter.check_key(&Y).is_ok();
+                limiter.clock().advance(Duration::from_secs(1));
+                (y, limiter.check_key(&X).is_ok())
+            })
+        };
+        let x = x.join().unwrap();
+        let (y, x_again) = y_then_x.join().unwrap();
+        assert!(x && y && x_again, "x {x}, y {y}, x again {x_again}");
+        let remaining = |key| limiter.peek_key(&key).remaining();
+        assert_eq!(remaining(Y), 3, "Y's slot went back to X: Y is fresh");
+        assert_eq!(remaining(C), 0, "C untouched");
+        let stats = limiter.stats();
+        assert_eq!(stats.occupied, 2);
+        // At 2 s the slot is X's again. Which requests it holds depends on the order.
+        match (stats.overflows, stats.reuses, remaining(X)) {
+            // X's first request decided on its idle slot, so Y found the table full (admitted,
+            // not recorded); at 2 s the first request is paid off and the second is recorded.
+            (1, 0, 2) => {}
+            // Y reused X's slot first and X's first request, a new key again, found no room;
+            // at 2 s Y was idle and X's second request reused its slot.
+            (1, 2, 2) => {}
+            // Y reused X's slot, then X's slot came back (reused from idle Y) and both of X's
+            // requests were recorded in it, whichever was decided first.
+            (0, 2, 1) => {}
+            (overflows, reuses, x_left) => {
+                panic!("{overflows} overflows, {reuses} reuses, X has {x_left} left")
+            }
+        }
     });
 }
 

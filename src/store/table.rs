@@ -25,7 +25,10 @@
 //!   compare-and-swap the whole word `(tag, old) → (tag, new)`. The compare includes the tag, so a
 //!   decision about key A can never land on a slot that has meanwhile been given to key B, and an
 //!   `A → B → A` reuse that restores the very same word is harmless: the decision was computed from
-//!   exactly that word. A denial writes nothing.
+//!   exactly that word. A denial writes nothing. A failed compare-and-swap returns the current
+//!   word: if it holds the key's tag and a state, the transition is computed again from it; if
+//!   it holds another key's tag, or a reservation (even of this key: its idle slot went to
+//!   another key and then to an inserter of this one), the decision scans again.
 //! - **Insert** (the key is absent): decide on the fresh state (the all-zero word); if that writes
 //!   nothing (a peek), insert nothing. Otherwise claim a slot in the less loaded of the two groups
 //!   (an empty slot first, else an *idle* one: a state equivalent to fresh, whose key loses
@@ -68,8 +71,9 @@
 //! tombstones exclude: a killed reservation never becomes `(tag, RESERVED)` again before its owner
 //! has tried to publish it. The loom models in `loom-tests/tests/keyed.rs` check this with two and
 //! three racing inserters of one key, a claim of the last free slot by two keys, a decision
-//! racing the reuse of its own idle slot or the eviction of its live one, and a reset racing a
-//! decision, an insert, or a reuse.
+//! racing the reuse of its own idle slot (by another key, or by another key and then an inserter
+//! of its own) or the eviction of its live one, and a reset racing a decision, an insert, or a
+//! reuse.
 //!
 //! **Progress.** A decision on a live slot is lock-free: its compare-and-swap fails only because
 //! another one succeeded. An insert is non-blocking, but between inserters of the *same new key*
@@ -540,6 +544,9 @@ impl Table {
             }
             match wide.compare_exchange(slot, word, pack(tag, next)) {
                 Ok(_) => return Some(outcome),
+                // Still the key's state: decide again from it. A reservation with the key's tag
+                // holds no state yet (the slot went idle, to another key, and back to an inserter
+                // of this one): scan again, and decide on what that insert publishes.
                 Err(actual) if tag_of(actual) == tag && state_of(actual) != RESERVED => {
                     word = actual
                 }
