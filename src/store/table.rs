@@ -827,6 +827,60 @@ mod tests {
         assert_eq!(t.stats_snapshot().occupied, 5);
     }
 
+    /// [`Table::find`] reaches every slot of both of a key's groups, skips other keys' words,
+    /// reservations and tombstones, and looks in the order keys are placed: the first group's
+    /// starting slot, the second group's, then one slot further in each, wrapping around the
+    /// group's end. A key has one live slot, so that order shows only in speed; to make it
+    /// visible, this test also writes live words of the key after the one `find` must return
+    /// (a second live slot, which the protocol never makes).
+    #[test]
+    fn find_looks_at_both_groups_from_their_starting_slots() {
+        let t = Table::new(1_000, 1).unwrap();
+        assert_eq!((t.shards.len(), t.groups.len()), (1, 184));
+        let put = |(g, i): (usize, usize), word: u128| {
+            let slot = &t.groups[g].slots[i];
+            Portable
+                .compare_exchange(slot, Portable.load(slot), word)
+                .unwrap();
+        };
+        // Every pair of starting slots (bits 40-42 and 44-46 of the hash).
+        for (n, starts) in (0..GROUP * GROUP).enumerate() {
+            let (s0, s1) = ((starts % GROUP) as u64, (starts / GROUP) as u64);
+            let probe = t.probe(s1 << 44 | s0 << 40 | 0x9E37 * (n as u64 + 1));
+            assert_eq!((probe.start(0), probe.start(1)), (s0 as usize, s1 as usize));
+            assert_eq!(probe.group_count(), 2);
+            let tag = probe.tag;
+            let order: Vec<(usize, usize)> = (0..GROUP)
+                .flat_map(|j| [0, 1].map(|g| (probe.group(g), (probe.start(g) + j) % GROUP)))
+                .collect();
+            let skipped = [pack(tag ^ 1, 5), pack(tag, RESERVED), KILLED];
+            for k in 0..order.len() {
+                for (m, &at) in order[..k].iter().enumerate() {
+                    put(at, skipped[m % skipped.len()]);
+                }
+                put(order[k], pack(tag, 5));
+                for &at in &order[k + 1..] {
+                    put(at, pack(tag, 6));
+                }
+                let (g, i) = order[k];
+                let (slot, word) = t.find(Portable, &probe).expect("the key is live");
+                assert!(
+                    core::ptr::eq(slot, &t.groups[g].slots[i]),
+                    "starts {s0} and {s1}: not the slot at {k} in the order"
+                );
+                assert_eq!(word, pack(tag, 5));
+            }
+            // Nothing but words to skip: not found.
+            for (m, &at) in order.iter().enumerate() {
+                put(at, skipped[m % skipped.len()]);
+            }
+            assert!(t.find(Portable, &probe).is_none());
+            for &at in &order {
+                put(at, 0);
+            }
+        }
+    }
+
     /// On x86-64 the table runs its slots on the CPU's own instructions ([`Native`]); every
     /// other test of the crate goes through them there. This one replays the same requests (many
     /// keys for a small table: hits, inserts, reuse, eviction, overflows) against a twin table
