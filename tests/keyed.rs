@@ -324,6 +324,7 @@ fn capacity_holds_its_keys() {
             .filter(|k| limiter.check_key(k).is_ok())
             .count();
         let stats = limiter.stats();
+        assert_eq!(stats.capacity, n);
         assert_eq!(admitted + stats.overflows as usize, n);
         assert_eq!(stats.occupied, admitted);
         assert!(
