@@ -172,8 +172,9 @@ fn decision_races_the_reuse_of_its_idle_slot() {
 /// X's slot goes idle, then to Y, then back to an inserter of X, all between the load and the
 /// compare-and-swap of a decision about X: the decision's compare-and-swap fails on a word with
 /// X's tag again, but one that is a reservation, with no state in it yet. The decision must give
-/// up that word and look again (the insert publishes, and the decision is made on its state), not
-/// decide on the reservation: GCRA would read its marker as a schedule far ahead and deny.
+/// up that word and look again (then decide on the state that insert publishes, or, tired of
+/// waiting for it, find no room), not decide on the reservation: GCRA would read its marker as a
+/// schedule far ahead and deny.
 #[test]
 fn decision_races_its_idle_slot_going_to_another_key_and_back() {
     loom::model(|| {
