@@ -261,23 +261,35 @@ mod tests {
         fields.into_iter().max().unwrap()
     }
 
-    /// The arithmetic of the next test is what `memory` reports, checked on real limiters, one of
-    /// them at a capacity where rounding costs the most: 2 786 keys need 4 098 slots, one group
-    /// past 512, rounded up to 129 groups in each of 4 shards.
+    /// The arithmetic of the next test is what `memory` reports, checked on real limiters built
+    /// for one thread (at most 4 shards, and at least 128 groups in each), one of them at a
+    /// capacity where rounding costs the most: 2 786 keys need 4 098 slots, one group past 512,
+    /// rounded up to 129 groups in each of 4 shards.
     #[test]
     fn memory_is_the_layout_and_the_limiter_fields() {
         use crate::keyed::KeyedRateLimiter;
         use crate::quota::Quota;
+        use core::mem::size_of;
         let quota = Quota::per_second(1).unwrap();
-        for n in [2_000, 2_786, 10_000] {
+        // Capacity, then shards and groups per shard: 2 000 / 0.68 = 2 942 slots, 368 groups,
+        // too few for 4 shards of 128; 10 000 keys, 1 839 groups, rounded up to 4 × 460.
+        for (n, shards, groups) in [(2_000, 2, 184), (2_786, 4, 129), (10_000, 4, 460)] {
+            let layout = Layout::new(n, 1).unwrap();
+            assert_eq!((layout.shards, layout.groups_per_shard), (shards, groups));
+            // Groups of 8 slots of 16 bytes, a cache-padded header of counters per shard, and
+            // the table's own fields.
+            let table = shards * groups * 128
+                + shards * size_of::<CachePadded<ShardStats>>()
+                + size_of::<Table>();
+            assert_eq!(layout.bytes(), table);
             let limiter = KeyedRateLimiter::builder(crate::Gcra::from(quota))
                 .capacity(n)
                 .threads(1)
                 .build::<u64>()
                 .unwrap();
-            let fields = core::mem::size_of_val(&limiter) - core::mem::size_of::<Table>();
+            let fields = core::mem::size_of_val(&limiter) - size_of::<Table>();
             assert!(fields <= limiter_fields());
-            let bytes = Layout::new(n, 1).unwrap().bytes() + fields;
+            let bytes = table + fields;
             assert_eq!(limiter.memory(), bytes);
             assert!(bytes <= 24 * n, "{n} keys: {bytes} bytes");
         }

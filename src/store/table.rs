@@ -1107,6 +1107,10 @@ mod tests {
     #[test]
     fn capacity_errors() {
         assert_eq!(Table::new(0, 1).err(), Some(CapacityError::Zero));
+        assert_eq!(
+            CapacityError::Zero.to_string(),
+            "a keyed limiter needs a capacity of at least 1 key"
+        );
         assert!(matches!(
             Table::new(usize::MAX, 1),
             Err(CapacityError::TooLarge { .. })
@@ -1123,6 +1127,13 @@ mod tests {
                 capacity: 24_000_000_000,
                 bytes: 564_705_882_368,
             })
+        );
+        // The message names the capacity and what it would take (a billion keys: 1.47 billion
+        // slots of 16 bytes).
+        assert_eq!(
+            CapacityError::too_large(1_000_000_000).to_string(),
+            "a capacity of 1000000000 keys needs 23529411776 bytes of table, which cannot be \
+             allocated"
         );
     }
 }
