@@ -847,7 +847,7 @@ mod tests {
         for starts in 0..GROUP * GROUP {
             let (s0, s1) = ((starts % GROUP) as u64, (starts / GROUP) as u64);
             // The low bits pick the groups, varied from key to key.
-            let probe = t.probe(s1 << 44 | s0 << 40 | 0x9E37 * (starts as u64 + 1));
+            let probe = t.probe(s1 << 44 | s0 << 40 | (0x9E37 * (starts as u64 + 1)));
             assert_eq!((probe.start(0), probe.start(1)), (s0 as usize, s1 as usize));
             assert_eq!(probe.group_count(), 2);
             let tag = probe.tag;
