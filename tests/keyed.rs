@@ -1383,3 +1383,42 @@ fn batches_end_at_the_first_none_of_their_requests() {
     assert_eq!(limiter.stats().occupied, 3);
     assert_eq!(limiter.peek_key(&3).remaining(), 2);
 }
+
+/// The shorthand constructors' errors say what was wrong and lead to the error underneath; a
+/// limiter's `Debug` shows its algorithm, overflow policy and counters.
+#[test]
+fn errors_and_debug_describe_the_limiter() {
+    use std::error::Error;
+    use tollgate::{CapacityError, KeyedError, QuotaError};
+    // 2^20 per second: more than a sliding window's packed counters hold.
+    let too_high = Quota::per_second(1 << 20).unwrap();
+    let quota_error = SlidingWindow::new(&too_high).unwrap_err();
+    assert!(matches!(
+        quota_error,
+        QuotaError::WindowLimitTooLarge { .. }
+    ));
+    let err = KeyedRateLimiter::<u64>::sliding_window(too_high, 10).unwrap_err();
+    assert_eq!(err, KeyedError::Quota(quota_error));
+    assert_eq!(err.to_string(), quota_error.to_string());
+    assert!(err.to_string().starts_with("invalid quota: "), "{err}");
+    assert_eq!(err.source().unwrap().to_string(), quota_error.to_string());
+
+    let err = KeyedRateLimiter::<u64>::fixed_window(Quota::per_second(1).unwrap(), 0).unwrap_err();
+    assert_eq!(err, KeyedError::Capacity(CapacityError::Zero));
+    assert_eq!(
+        err.to_string(),
+        "a keyed limiter needs a capacity of at least 1 key"
+    );
+    assert_eq!(err.source().unwrap().to_string(), err.to_string());
+
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(5).unwrap(), 1_000).unwrap();
+    limiter.check_key(&7).unwrap();
+    assert_eq!(
+        format!("{limiter:?}"),
+        format!(
+            "KeyedRateLimiter {{ algorithm: {:?}, overflow: Deny, stats: {:?}, .. }}",
+            limiter.algorithm(),
+            limiter.stats()
+        )
+    );
+}
