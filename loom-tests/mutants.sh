@@ -2,9 +2,10 @@
 # Checks that the loom models have teeth: breaks the keyed table's protocol one way at a time
 # (one of its three fences weakened or dropped, a rule of an insert's validation skipped, a
 # decision's compare-and-swap retried on a word that holds no state of its key: another key's, or
-# a reservation of its own), runs the models, and expects some model to fail. Restores the source afterwards, whatever happens.
+# a reservation of its own), runs the models, and expects some model to fail. Restores the source
+# afterwards, whatever happens.
 #
-#   loom-tests/mutants.sh        # about 3 minutes on a 2-core VM, after the models' first build
+#   loom-tests/mutants.sh        # about 4.5 minutes on a 2-core VM (274 s in `.ci/run`)
 #
 # Exits non-zero if a mutant survives (the models missed a broken protocol) or no longer applies
 # (the code moved: update its pattern). `.ci/run` runs it after the models. One change to the
