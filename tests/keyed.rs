@@ -1384,6 +1384,56 @@ fn batches_end_at_the_first_none_of_their_requests() {
     assert_eq!(limiter.peek_key(&3).remaining(), 2);
 }
 
+/// A batch's `Debug` shows how many requests it has read (and hashed) and not yet decided, which
+/// its `size_hint` adds to what its requests have left. Over 20 requests, in chunks of 8 read a
+/// chunk ahead: nothing is read before the first decision; then chunks 0-7 and 8-15 are read;
+/// the ninth decision moves on to chunk 8-15 and reads 16-19.
+#[test]
+fn batch_iterators_debug_their_pending_requests() {
+    let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap();
+    let keys: Vec<u64> = (0..20).collect();
+    // (decisions taken, requests read and not decided, requests not read yet).
+    let steps = [(0, 0, 20), (1, 15, 4), (8, 8, 4), (9, 11, 0), (20, 0, 0)];
+
+    let mut checks = limiter.check_keys(&keys);
+    let mut taken = 0;
+    for (decisions, pending, unread) in steps {
+        for _ in taken..decisions {
+            assert!(checks.next().unwrap().is_ok());
+        }
+        taken = decisions;
+        assert_eq!(
+            format!("{checks:?}"),
+            format!("CheckKeys {{ pending: {pending}, .. }}")
+        );
+        assert_eq!(
+            checks.size_hint(),
+            (pending + unread, Some(pending + unread))
+        );
+    }
+
+    let mut requests = limiter.decide_keys(keys.iter().map(|k| (k, 0)));
+    let quota = *limiter.algorithm();
+    let mut tiered = limiter.decide_keys_with(keys.iter().map(|k| (k, &quota, 0)));
+    let mut taken = 0;
+    for (decisions, pending, _) in steps {
+        for _ in taken..decisions {
+            // Peeks at keys whose hour's one request the checks spent.
+            assert_eq!(requests.next().unwrap().unwrap().remaining(), 0);
+            assert_eq!(tiered.next().unwrap().unwrap().remaining(), 0);
+        }
+        taken = decisions;
+        assert_eq!(
+            format!("{requests:?}"),
+            format!("DecideKeys {{ pending: {pending}, .. }}")
+        );
+        assert_eq!(
+            format!("{tiered:?}"),
+            format!("DecideKeysWith {{ pending: {pending}, .. }}")
+        );
+    }
+}
+
 /// The shorthand constructors' errors say what was wrong and lead to the error underneath; a
 /// limiter's `Debug` shows its algorithm, overflow policy and counters.
 #[test]
