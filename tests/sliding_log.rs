@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::reference::{Model, SlidingLog};
-use tollgate::{Clock, KeyedSlidingLog, ManualClock, Nanos, Overflow, Quota};
+use tollgate::{CapacityError, Clock, KeyedSlidingLog, ManualClock, Nanos, Overflow, Quota};
 
 /// The keyed log of one shard, as its documentation describes it, written the obvious way: the
 /// logs in a `Vec` from the least to the most recently written, each a reference log with the
@@ -412,8 +412,38 @@ fn the_getters_report_what_was_built() {
     assert_eq!(log.algorithm().limit(), 7);
     assert_eq!(log.algorithm().period(), Duration::from_secs(900));
     assert_eq!(log.overflow(), Overflow::EvictLeastConstrained);
+    assert_eq!(log.stats().capacity, 10_000); // the documented default
     clock.advance(Duration::from_secs(1));
     assert_eq!(log.clock().now(), Nanos::from_nanos(6_000_000_000));
+}
+
+/// A capacity that cannot be allocated is an error that says how many bytes its shards' maps
+/// would take, never a panic or an abort.
+#[test]
+fn capacity_errors_say_what_the_maps_would_take() {
+    let quota = Quota::per_hour(1).unwrap();
+    let build = |capacity| {
+        KeyedSlidingLog::builder(&quota)
+            .capacity(capacity)
+            .threads(1)
+            .build::<u64>()
+    };
+    assert_eq!(build(0).unwrap_err(), CapacityError::Zero);
+    // One thread: four shards, each a map for a quarter of the keys (2^62 on 64-bit targets,
+    // 2^30 on 32-bit ones) with 2^63 (2^31) buckets, the fewest that hold them at 7/8 full, of
+    // 65 (49) bytes each, and 16 control bytes more.
+    let bytes = if cfg!(target_pointer_width = "64") {
+        4 * ((1u128 << 63) * 65 + 16)
+    } else {
+        4 * ((1u128 << 31) * 49 + 16)
+    };
+    assert_eq!(
+        build(usize::MAX).unwrap_err(),
+        CapacityError::TooLarge {
+            capacity: usize::MAX,
+            bytes
+        }
+    );
 }
 
 #[test]

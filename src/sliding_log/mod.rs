@@ -262,13 +262,13 @@ impl<C: Clock, S: BuildHasher> SlidingLogBuilder<C, S> {
         if capacity == 0 {
             return Err(CapacityError::Zero);
         }
-        let too_large = || CapacityError::TooLarge {
-            capacity,
-            bytes: capacity as u128 * core::mem::size_of::<(u64, Log)>() as u128,
-        };
         // About four shards per thread, but at least 16 keys in each.
         let shard_count = shards_for(parallelism, capacity / 16);
         let per_shard = capacity.div_ceil(shard_count);
+        let too_large = || CapacityError::TooLarge {
+            capacity,
+            bytes: shard_count as u128 * Shard::bytes_to_build(per_shard),
+        };
         let mut shards = Vec::new();
         shards
             .try_reserve_exact(shard_count)

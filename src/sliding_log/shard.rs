@@ -67,6 +67,17 @@ impl BuildHasher for BuildIdentity {
 /// would walk the whole shard, under its lock, for every request.
 const EVICTION_SCAN: usize = 16;
 
+/// Bytes of a shard's map with `buckets` buckets, laid out as std's `HashMap` (hashbrown) lays
+/// out its table, which std does not expose: each bucket an entry and a control byte, plus 16
+/// control bytes more (a group, for the probes that wrap around).
+fn map_bytes(buckets: u128) -> u128 {
+    if buckets == 0 {
+        0
+    } else {
+        buckets * (core::mem::size_of::<(u64, Entry)>() as u128 + 1) + 16
+    }
+}
+
 impl Shard {
     /// An empty shard with room for `keys` logs, its map allocated now.
     pub(super) fn with_capacity(keys: usize) -> Result<Shard, TryReserveError> {
@@ -89,27 +100,36 @@ impl Shard {
     }
 
     /// Bytes the shard holds: its map and its logs' entries.
-    ///
-    /// The map's share is computed from its capacity as std's `HashMap` (hashbrown) lays it
-    /// out, which std does not expose: a power-of-two number of buckets of which 7/8 are usable
-    /// (all but one below 8), each an entry and a control byte, plus 16 control bytes more.
     pub(super) fn memory(&self) -> usize {
+        // The map's buckets, from its usable capacity: 7/8 of them (all but one below 8).
         let usable = self.logs.capacity();
         let buckets = match usable {
             0 => 0,
             1..=7 => usable + 1,
             _ => usable / 7 * 8,
         };
-        let map = if buckets == 0 {
-            0
-        } else {
-            buckets * (core::mem::size_of::<(u64, Entry)>() + 1) + 16
-        };
+        // An allocated map's bytes fit the address space.
+        let map = usize::try_from(map_bytes(buckets as u128)).unwrap_or(usize::MAX);
         map + self
             .logs
             .values()
             .map(|entry| entry.log.bytes())
             .sum::<usize>()
+    }
+
+    /// Bytes of the map of a shard built with room for `keys` logs, whether or not it can be
+    /// allocated: what a [`CapacityError`](crate::CapacityError) reports.
+    pub(super) fn bytes_to_build(keys: usize) -> u128 {
+        // The fewest buckets whose usable 7/8 (all but one below 8) hold `keys`, as a power of
+        // two, and at least 4 (std's `HashMap` allocates none for 0 keys).
+        let keys = keys as u128;
+        let buckets = match keys {
+            0 => 0,
+            1..=3 => 4,
+            4..=7 => 8,
+            _ => (keys * 8 / 7).next_power_of_two(),
+        };
+        map_bytes(buckets)
     }
 
     /// Adds `key`'s log as the most recently written; the caller has made room for it.
@@ -303,6 +323,29 @@ mod tests {
             assert_eq!(forward.len(), self.logs.len());
             forward
         }
+    }
+
+    /// What a capacity error reports a shard would take is what a shard built for as many keys
+    /// takes, as `memory` reads it from the map's capacity: the bucket counts, worked out one
+    /// from the keys and one from what the map allocated, agree.
+    #[test]
+    fn the_bytes_to_build_a_shard_are_what_it_takes() {
+        for keys in (0..=300).chain([1_000, 4_095, 4_096, 4_097, 70_000]) {
+            let shard = Shard::with_capacity(keys).unwrap();
+            assert_eq!(
+                shard.memory() as u128,
+                Shard::bytes_to_build(keys),
+                "{keys} keys"
+            );
+        }
+        // 100 keys: 128 buckets of an entry (the key, a log and its two links) and a control
+        // byte, and 16 control bytes more.
+        let bucket = if cfg!(target_pointer_width = "64") {
+            8 + 32 + 8 + 16 + 1 // a `VecDeque` is four words
+        } else {
+            8 + 16 + 8 + 16 + 1
+        };
+        assert_eq!(Shard::bytes_to_build(100), 128 * bucket + 16);
     }
 
     proptest! {
