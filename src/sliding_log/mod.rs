@@ -536,3 +536,31 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> fmt::Debug for KeyedSlidingLog<K, C, S
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    /// A log as built holds its shards (each behind its lock, cache-padded) and their maps, and
+    /// nothing else; a key's log then adds its entries' room.
+    #[test]
+    fn memory_is_the_shards_their_maps_and_the_entries() {
+        let clock = ManualClock::new();
+        let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap())
+            .capacity(1_000)
+            .threads(2)
+            .clock(&clock)
+            .build::<u64>()
+            .unwrap();
+        // Two threads: eight shards of 125 keys.
+        assert_eq!((log.shards.len(), log.per_shard), (8, 125));
+        let built = 8 * core::mem::size_of::<CachePadded<Mutex<Shard>>>()
+            + 8 * usize::try_from(Shard::bytes_to_build(125)).unwrap();
+        assert_eq!(log.memory(), built);
+        // Two requests at one time: one entry, in room for four (of 16 bytes).
+        log.check_key(&1).unwrap();
+        log.check_key(&1).unwrap();
+        assert_eq!(log.memory(), built + 4 * 16);
+    }
+}
