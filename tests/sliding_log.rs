@@ -402,7 +402,7 @@ fn any_thread_count_builds_a_working_log() {
 }
 
 #[test]
-fn the_getters_report_what_was_built() {
+fn the_getters_and_debug_report_what_was_built() {
     let clock = ManualClock::starting_at(Duration::from_secs(5));
     let log = KeyedSlidingLog::builder(&Quota::new(7, Duration::from_secs(900)).unwrap())
         .overflow(Overflow::EvictLeastConstrained)
@@ -413,6 +413,16 @@ fn the_getters_report_what_was_built() {
     assert_eq!(log.algorithm().period(), Duration::from_secs(900));
     assert_eq!(log.overflow(), Overflow::EvictLeastConstrained);
     assert_eq!(log.stats().capacity, 10_000); // the documented default
+    log.check_key("a").unwrap();
+    assert_eq!(
+        format!("{log:?}"),
+        format!(
+            "KeyedSlidingLog {{ algorithm: {:?}, overflow: EvictLeastConstrained, stats: {:?}, .. }}",
+            log.algorithm(),
+            log.stats()
+        )
+    );
+    assert_eq!(log.stats().occupied, 1);
     clock.advance(Duration::from_secs(1));
     assert_eq!(log.clock().now(), Nanos::from_nanos(6_000_000_000));
 }

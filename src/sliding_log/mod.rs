@@ -530,7 +530,7 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
 impl<K: ?Sized, C: Clock, S: BuildHasher> fmt::Debug for KeyedSlidingLog<K, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedSlidingLog")
-            .field("config", &self.config)
+            .field("algorithm", &self.config)
             .field("overflow", &self.overflow)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
