@@ -112,8 +112,12 @@ proptest! {
     fn keyed_log_is_a_map_of_reference_logs(
         limit in 1u64..12,
         period_ms in 1u64..5_000,
+        keys in 1u8..=12,
         ops in prop::collection::vec((0u8..12, -300i32..1_500, prop_oneof![13 => 0u64..13, 1 => Just(RESET)]), 1..400),
     ) {
+        // Few keys keep several entries of a log in its window (the clock moves 600 ms an op on
+        // average), where a denial's retry time depends on how many of them must leave.
+        let ops = ops.into_iter().map(|(key, step_ms, cost)| (key % keys, step_ms, cost));
         let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
         let clock = ManualClock::new();
         let keyed = KeyedSlidingLog::builder(&quota)
@@ -122,7 +126,7 @@ proptest! {
             .build::<u8>()
             .unwrap();
         let mut models: HashMap<u8, SlidingLog> = HashMap::new();
-        for (i, &(key, step_ms, cost)) in ops.iter().enumerate() {
+        for (i, (key, step_ms, cost)) in ops.enumerate() {
             let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
             clock.set(Duration::from_nanos(now.max(0) as u64));
             let now = clock.now();
@@ -425,6 +429,37 @@ fn the_getters_and_debug_report_what_was_built() {
     assert_eq!(log.stats().occupied, 1);
     clock.advance(Duration::from_secs(1));
     assert_eq!(log.clock().now(), Nanos::from_nanos(6_000_000_000));
+}
+
+/// A denied request waits until as many of the oldest units have left as it needs: here the
+/// two oldest of three, one per second, in a window of 10 s.
+#[test]
+fn a_denial_waits_for_as_many_old_entries_as_the_cost_needs() {
+    let clock = ManualClock::new();
+    let log = KeyedSlidingLog::builder(&Quota::new(3, Duration::from_secs(10)).unwrap())
+        .clock(&clock)
+        .build::<u64>()
+        .unwrap();
+    for _ in 0..3 {
+        log.check_key(&1).unwrap();
+        clock.advance(Duration::from_secs(1));
+    }
+    // At 3 s: a cost of 2 fits once the stamps of 0 s and 1 s have left, at 11 s; a cost of 3
+    // once all three have, at 12 s; a cost of 1 once the first has, at 10 s.
+    for (cost, retry) in [(1, 7), (2, 8), (3, 9)] {
+        let decision = log.decide_key(&1, cost).unwrap();
+        assert!(!decision.is_allowed());
+        assert_eq!(
+            decision.retry_after(),
+            Duration::from_secs(retry),
+            "cost {cost}"
+        );
+        assert_eq!(decision.reset_after(), Duration::from_secs(9));
+    }
+    clock.advance(Duration::from_secs(8) - Duration::from_nanos(1));
+    assert!(!log.decide_key(&1, 2).unwrap().is_allowed());
+    clock.advance(Duration::from_nanos(1));
+    assert_eq!(log.decide_key(&1, 2).unwrap().remaining(), 0);
 }
 
 /// A capacity that cannot be allocated is an error that says how many bytes its shards' maps
