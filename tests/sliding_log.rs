@@ -444,8 +444,8 @@ fn a_denial_waits_for_as_many_old_entries_as_the_cost_needs() {
         log.check_key(&1).unwrap();
         clock.advance(Duration::from_secs(1));
     }
-    // At 3 s: a cost of 2 fits once the stamps of 0 s and 1 s have left, at 11 s; a cost of 3
-    // once all three have, at 12 s; a cost of 1 once the first has, at 10 s.
+    // At 3 s: a cost of 1 fits once the stamp of 0 s has left, at 10 s; a cost of 2 once those
+    // of 0 s and 1 s have, at 11 s; a cost of 3 once all three have, at 12 s.
     for (cost, retry) in [(1, 7), (2, 8), (3, 9)] {
         let decision = log.decide_key(&1, cost).unwrap();
         assert!(!decision.is_allowed());

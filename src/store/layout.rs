@@ -152,7 +152,8 @@ pub enum CapacityError {
     TooLarge {
         /// The capacity asked for.
         capacity: usize,
-        /// The bytes its table would need.
+        /// The bytes its table would need (for a [`KeyedSlidingLog`](crate::KeyedSlidingLog),
+        /// its shards' maps).
         bytes: u128,
     },
 }
