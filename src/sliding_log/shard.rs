@@ -101,10 +101,10 @@ impl Shard {
 
     /// Bytes the shard holds: its map and its logs' entries.
     pub(super) fn memory(&self) -> usize {
-        // The map's buckets, from its usable capacity: 7/8 of them (all but one below 8).
+        // The map's buckets, from its usable capacity: 7/8 of them (all but one below 8), and
+        // none for a map that allocated nothing.
         let usable = self.logs.capacity();
         let buckets = match usable {
-            0 => 0,
             1..=7 => usable + 1,
             _ => usable / 7 * 8,
         };
