@@ -592,6 +592,41 @@ mod tests {
         assert!(clock.clone().now() >= later);
     }
 
+    /// Each clock's `Debug` shows its reading (and a coarse clock its precision): parsed back,
+    /// the reading lies between those taken just before and just after.
+    #[test]
+    fn clocks_debug_their_reading() {
+        fn reading(clock: &dyn Clock, debug: impl Fn() -> String, shape: (&str, &str)) {
+            let before = clock.now().as_nanos();
+            let debug = debug();
+            let after = clock.now().as_nanos();
+            let at: u64 = debug
+                .strip_prefix(shape.0)
+                .and_then(|rest| rest.strip_suffix(shape.1))
+                .and_then(|number| number.parse().ok())
+                .unwrap_or_else(|| panic!("{debug}"));
+            assert!(
+                (before..=after).contains(&at),
+                "{debug}: {before}..={after}"
+            );
+        }
+        let tsc = TscClock::new();
+        reading(
+            &tsc,
+            || format!("{tsc:?}"),
+            ("TscClock { now: Nanos(", ") }"),
+        );
+        let coarse = CoarseClock::new().unwrap();
+        let precision = format!("), precision: {:?} }}", coarse.precision());
+        reading(
+            &coarse,
+            || format!("{coarse:?}"),
+            ("CoarseClock { now: Nanos(", &precision),
+        );
+        let manual = ManualClock::starting_at(Duration::from_nanos(7));
+        assert_eq!(format!("{manual:?}"), "ManualClock { now: Nanos(7) }");
+    }
+
     #[test]
     fn clock_impls_for_pointers() {
         let clock = ManualClock::starting_at(Duration::from_nanos(5));

@@ -334,4 +334,25 @@ mod tests {
              reset_after: Nanos(7), limit: 10 }"
         );
     }
+
+    /// The errors say why in words, and a `CheckError` says what its cause says and chains it.
+    #[test]
+    fn errors_say_why_and_chain_their_cause() {
+        use std::error::Error as _;
+        let denied = Denied::new(Nanos::from_nanos(1_500_000));
+        assert_eq!(denied.to_string(), "rate limited: retry after 1.5ms");
+        let never = InsufficientCapacity::new(6, 5);
+        let never_text = "a cost of 6 exceeds the capacity of 5 and can never be admitted";
+        assert_eq!(never.to_string(), never_text);
+        for (error, text) in [
+            (CheckError::from(denied), "rate limited: retry after 1.5ms"),
+            (CheckError::from(never), never_text),
+        ] {
+            assert_eq!(error.to_string(), text);
+            assert_eq!(
+                error.source().map(|cause| cause.to_string()).as_deref(),
+                Some(text)
+            );
+        }
+    }
 }
