@@ -200,3 +200,189 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         Ok(decision)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::{sealed, Gcra};
+    use crate::quota::Quota;
+    use crate::reference::VirtualScheduling;
+
+    /// One way an algorithm can be wrong, for each check that [`Differential::step`] makes.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Flaw {
+        None,
+        FlipsVerdict,
+        RemainingOneMore,
+        LimitOneMore,
+        TransitionStoresAnother,
+        TransitionWaitsLonger,
+        DenialWrites,
+        StoresReserved,
+        AdmitsWithWait,
+        FiniteNever,
+        DeniesWithoutWait,
+        RetryShort,
+        RetryLong,
+        ResetShort,
+        ResetLong,
+        ResetNever,
+    }
+
+    /// GCRA with one flaw. Its `transition` is its own `decide`'s, so that only the flaws of
+    /// `transition` make the two disagree.
+    #[derive(Debug)]
+    struct Flawed {
+        gcra: Gcra,
+        flaw: Flaw,
+    }
+
+    impl sealed::Sealed for Flawed {}
+
+    impl Algorithm for Flawed {
+        fn capacity(&self) -> u64 {
+            self.gcra.capacity()
+        }
+
+        fn transition(&self, state: u64, now: Nanos, cost: u64) -> Transition {
+            let (decision, next) = self.decide(state, now, cost);
+            let retry_after = Nanos::from_duration(decision.retry_after());
+            match self.flaw {
+                _ if !decision.is_allowed() => Transition::Deny {
+                    retry_after: if self.flaw == Flaw::TransitionWaitsLonger {
+                        Nanos::from_nanos(retry_after.as_nanos() + 1)
+                    } else {
+                        retry_after
+                    },
+                },
+                Flaw::TransitionStoresAnother => Transition::Allow { state: next + 1 },
+                _ => Transition::Allow { state: next },
+            }
+        }
+
+        fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
+            let (decision, mut next) = self.gcra.decide(state, now, cost);
+            let mut allowed = decision.is_allowed();
+            let mut remaining = decision.remaining();
+            let mut limit = decision.limit();
+            let mut retry = decision.retry_after().as_nanos() as u64;
+            let mut reset = decision.reset_after().as_nanos() as u64;
+            match self.flaw {
+                Flaw::FlipsVerdict => allowed = !allowed,
+                Flaw::RemainingOneMore => remaining += 1,
+                Flaw::LimitOneMore => limit += 1,
+                Flaw::DenialWrites if !allowed => next += 1,
+                Flaw::StoresReserved if allowed => next = u64::MAX,
+                Flaw::AdmitsWithWait if allowed => retry = 1,
+                Flaw::FiniteNever if cost > limit => retry = 1,
+                Flaw::DeniesWithoutWait if !allowed => retry = 0,
+                Flaw::RetryShort if !allowed => retry -= 1,
+                Flaw::RetryLong if !allowed => retry += 1,
+                Flaw::ResetShort => reset -= 1,
+                Flaw::ResetLong => reset += 1,
+                Flaw::ResetNever => reset = Nanos::MAX.as_nanos(),
+                _ => {}
+            }
+            let (retry, reset) = (Nanos::from_nanos(retry), Nanos::from_nanos(reset));
+            let decision = Decision::new(allowed, remaining, retry, reset, limit);
+            (decision, next)
+        }
+
+        fn is_idle(&self, state: u64, now: Nanos) -> bool {
+            self.gcra.is_idle(state, now)
+        }
+    }
+
+    /// Each check fails the first step whose decision has the flaw it looks for, with its own
+    /// message; the same steps without a flaw pass. Steps, at 10 per second in bursts of 3 (the
+    /// checks come in this order; each flaw trips the first check that it breaks):
+    /// 0. at 0, cost 3: admitted, nothing remaining, full again after 300 ms;
+    /// 1. at 0, cost 1: denied for 100 ms (full again after 300 ms);
+    /// 2. at 0, cost 4: more than the burst, never admitted.
+    #[test]
+    fn every_check_catches_its_flaw() {
+        let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+        let steps = [(0, 3), (0, 1), (0, 4)];
+        let run = |flaw| -> Result<Vec<bool>, Mismatch> {
+            let gcra = Gcra::from(quota);
+            let mut diff = Differential::new(Flawed { gcra, flaw }, VirtualScheduling::new(&quota));
+            steps
+                .iter()
+                .map(|&(t, cost)| Ok(diff.step(Nanos::from_nanos(t), cost)?.is_allowed()))
+                .collect()
+        };
+        assert_eq!(run(Flaw::None), Ok(vec![true, false, false]));
+        let max = Nanos::MAX.as_nanos();
+        let cases = [
+            (
+                Flaw::FlipsVerdict,
+                0,
+                "allowed false vs model true".to_string(),
+            ),
+            (Flaw::RemainingOneMore, 0, "remaining 1 vs model 0".into()),
+            (Flaw::LimitOneMore, 0, "limit is not the capacity".into()),
+            (
+                Flaw::TransitionStoresAnother,
+                0,
+                "transition admitted what decide did not, or stored another word".into(),
+            ),
+            (
+                Flaw::TransitionWaitsLonger,
+                1,
+                "transition denied what decide admitted, or with another wait".into(),
+            ),
+            (Flaw::DenialWrites, 1, "a denial stored a word".into()),
+            (
+                Flaw::StoresReserved,
+                0,
+                "stored the reserved word u64::MAX".into(),
+            ),
+            (
+                Flaw::AdmitsWithWait,
+                0,
+                "an admission with a retry_after".into(),
+            ),
+            (
+                Flaw::FiniteNever,
+                2,
+                "a cost above the capacity without retry_after = Nanos::MAX".into(),
+            ),
+            (
+                Flaw::DeniesWithoutWait,
+                1,
+                "a denial with a zero retry_after".into(),
+            ),
+            (
+                Flaw::RetryShort,
+                1,
+                "retry_after 99999999 ns is too short".into(),
+            ),
+            (
+                Flaw::RetryLong,
+                1,
+                "retry_after 100000001 ns is too long".into(),
+            ),
+            (
+                Flaw::ResetShort,
+                0,
+                "reset_after 299999999 ns is too short".into(),
+            ),
+            (
+                Flaw::ResetLong,
+                0,
+                "reset_after 300000001 ns is too long".into(),
+            ),
+            (
+                Flaw::ResetNever,
+                0,
+                format!("reset_after {max} ns is too long: the model is full by Nanos::MAX"),
+            ),
+        ];
+        for (flaw, step, what) in cases {
+            let (t, cost) = steps[step];
+            let expected = format!("step {step}: {what} (now {t} ns, cost {cost}, word ");
+            let mismatch = run(flaw).expect_err(&expected).to_string();
+            assert!(mismatch.starts_with(&expected), "{flaw:?}: {mismatch}");
+        }
+    }
+}
