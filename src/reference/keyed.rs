@@ -419,3 +419,58 @@ impl<K: fmt::Debug, A: fmt::Debug, C, S> fmt::Debug for KeyedDifferential<K, A, 
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::quota::Quota;
+    use core::hash::{BuildHasherDefault, Hasher};
+
+    /// Hashes every key alike: every pair of keys collides, as no table may let them.
+    #[derive(Default)]
+    struct Collide;
+
+    impl Hasher for Collide {
+        fn finish(&self) -> u64 {
+            0x9e37_79b9_7f4a_7c15
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+
+    /// A table whose keys all share one hash mixes them up, and the checks say so: a key that
+    /// finds another's state decides differently from its own limiter, and resetting a key
+    /// changes the other.
+    #[test]
+    fn a_table_that_mixes_keys_up_is_caught() {
+        let clock = ManualClock::new();
+        let diff = || {
+            let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+                .hasher(BuildHasherDefault::<Collide>::default())
+                .clock(&clock)
+                .build::<u32>()
+                .unwrap();
+            KeyedDifferential::new(table)
+        };
+
+        // Key 2 finds key 1's spent burst.
+        let mut mixed = diff();
+        assert_eq!(mixed.step(&1, 5).unwrap().unwrap().remaining(), 0);
+        let mismatch = mixed.step(&2, 1).unwrap_err().to_string();
+        let expected = "step 1: decided Ok(Decision { allowed: false, remaining: 0, \
+                        retry_after: Nanos(200000000), reset_after: Nanos(1000000000), limit: 5 \
+                        }), its own limiter Ok(Decision { allowed: true, remaining: 4, \
+                        retry_after: Nanos(0), reset_after: Nanos(200000000), limit: 5 }) \
+                        (key 2, cost 1, now 0 ns)";
+        assert_eq!(mismatch, expected);
+
+        // Resetting key 2 gives key 1 its burst back.
+        let mut mixed = diff();
+        assert_eq!(mixed.step(&1, 5).unwrap().unwrap().remaining(), 0);
+        let mismatch = mixed.reset(&2).unwrap_err().to_string();
+        assert_eq!(
+            mismatch,
+            "step 1: keys [1] changed (reset of key 2, now 0 ns)"
+        );
+    }
+}
