@@ -11,7 +11,8 @@ use crate::decision::Decision;
 /// Each [`step`](Differential::step) checks that:
 /// - the verdict and `remaining` are the model's, and `limit` is the algorithm's capacity;
 /// - [`Algorithm::transition`] (the check path) agrees with [`Algorithm::decide`] on the verdict
-///   and the stored word, a denial stores nothing, and no write stores the reserved `u64::MAX`;
+///   and the stored word, a denial and a peek (a cost of 0) store nothing, and no write stores
+///   the reserved `u64::MAX`;
 /// - `retry_after` is exact: the model and the algorithm admit the same request at
 ///   `now + retry_after`, and the model denies it one nanosecond earlier (a cost above the
 ///   capacity must report `Nanos::MAX`);
@@ -155,7 +156,12 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         if !decision.is_allowed() && next != state {
             return fail("a denial stored a word");
         }
-        if cost > 0 && decision.is_allowed() && next == u64::MAX {
+        if cost == 0 && next != state {
+            return fail("a peek stored a word");
+        }
+        // Any other word was stored by an admission (or is the fresh 0): checked once, when it
+        // was stored.
+        if next == u64::MAX && next != state {
             return fail("stored the reserved word u64::MAX");
         }
         let retry = decision.retry_after().as_nanos() as u64;
@@ -216,13 +222,17 @@ mod tests {
         RemainingOneMore,
         LimitOneMore,
         TransitionStoresAnother,
+        TransitionAdmitsDenied,
+        TransitionDeniesAdmitted,
         TransitionWaitsLonger,
         DenialWrites,
+        PeekWrites,
         StoresReserved,
         AdmitsWithWait,
         FiniteNever,
         DeniesWithoutWait,
         RetryShort,
+        StillDeniedAtRetry,
         RetryLong,
         ResetShort,
         ResetLong,
@@ -248,6 +258,12 @@ mod tests {
             let (decision, next) = self.decide(state, now, cost);
             let retry_after = Nanos::from_duration(decision.retry_after());
             match self.flaw {
+                Flaw::TransitionAdmitsDenied if !decision.is_allowed() => {
+                    Transition::Allow { state }
+                }
+                Flaw::TransitionDeniesAdmitted if decision.is_allowed() => Transition::Deny {
+                    retry_after: Nanos::ZERO,
+                },
                 _ if !decision.is_allowed() => Transition::Deny {
                     retry_after: if self.flaw == Flaw::TransitionWaitsLonger {
                         Nanos::from_nanos(retry_after.as_nanos() + 1)
@@ -272,11 +288,16 @@ mod tests {
                 Flaw::RemainingOneMore => remaining += 1,
                 Flaw::LimitOneMore => limit += 1,
                 Flaw::DenialWrites if !allowed => next += 1,
+                Flaw::PeekWrites if cost == 0 => next += 1,
                 Flaw::StoresReserved if allowed => next = u64::MAX,
                 Flaw::AdmitsWithWait if allowed => retry = 1,
                 Flaw::FiniteNever if cost > limit => retry = 1,
                 Flaw::DeniesWithoutWait if !allowed => retry = 0,
                 Flaw::RetryShort if !allowed => retry -= 1,
+                // It denies the request that it said would be admitted after 100 ms.
+                Flaw::StillDeniedAtRetry if now.as_nanos() == 100_000_000 && cost == 1 => {
+                    (allowed, next, retry) = (false, state, 1);
+                }
                 Flaw::RetryLong if !allowed => retry += 1,
                 Flaw::ResetShort => reset -= 1,
                 Flaw::ResetLong => reset += 1,
@@ -298,11 +319,12 @@ mod tests {
     /// checks come in this order; each flaw trips the first check that it breaks):
     /// 0. at 0, cost 3: admitted, nothing remaining, full again after 300 ms;
     /// 1. at 0, cost 1: denied for 100 ms (full again after 300 ms);
-    /// 2. at 0, cost 4: more than the burst, never admitted.
+    /// 2. at 0, cost 4: more than the burst, never admitted;
+    /// 3. at 0, cost 0: a peek.
     #[test]
     fn every_check_catches_its_flaw() {
         let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
-        let steps = [(0, 3), (0, 1), (0, 4)];
+        let steps = [(0, 3), (0, 1), (0, 4), (0, 0)];
         let run = |flaw| -> Result<Vec<bool>, Mismatch> {
             let gcra = Gcra::from(quota);
             let mut diff = Differential::new(Flawed { gcra, flaw }, VirtualScheduling::new(&quota));
@@ -311,7 +333,7 @@ mod tests {
                 .map(|&(t, cost)| Ok(diff.step(Nanos::from_nanos(t), cost)?.is_allowed()))
                 .collect()
         };
-        assert_eq!(run(Flaw::None), Ok(vec![true, false, false]));
+        assert_eq!(run(Flaw::None), Ok(vec![true, false, false, true]));
         let max = Nanos::MAX.as_nanos();
         let cases = [
             (
@@ -327,11 +349,22 @@ mod tests {
                 "transition admitted what decide did not, or stored another word".into(),
             ),
             (
+                Flaw::TransitionAdmitsDenied,
+                1,
+                "transition admitted what decide did not, or stored another word".into(),
+            ),
+            (
+                Flaw::TransitionDeniesAdmitted,
+                0,
+                "transition denied what decide admitted, or with another wait".into(),
+            ),
+            (
                 Flaw::TransitionWaitsLonger,
                 1,
                 "transition denied what decide admitted, or with another wait".into(),
             ),
             (Flaw::DenialWrites, 1, "a denial stored a word".into()),
+            (Flaw::PeekWrites, 3, "a peek stored a word".into()),
             (
                 Flaw::StoresReserved,
                 0,
@@ -356,6 +389,11 @@ mod tests {
                 Flaw::RetryShort,
                 1,
                 "retry_after 99999999 ns is too short".into(),
+            ),
+            (
+                Flaw::StillDeniedAtRetry,
+                1,
+                "retry_after 100000000 ns is too short".into(),
             ),
             (
                 Flaw::RetryLong,
