@@ -472,5 +472,40 @@ mod tests {
             mismatch,
             "step 1: keys [1] changed (reset of key 2, now 0 ns)"
         );
+        // Key 1 is held (limited); key 2 never was.
+        assert_eq!(
+            format!("{mixed:?}"),
+            "KeyedDifferential { held: 1, steps: 2, .. }"
+        );
+    }
+
+    /// A key keeps its tier while its state is live: asked under another tier then, it is a
+    /// mismatch; once idle, it may come back under any tier.
+    #[test]
+    fn a_key_changes_tier_only_when_idle() {
+        let clock = ManualClock::new();
+        let free = Gcra::from(Quota::per_second(1).unwrap());
+        let premium = Gcra::from(Quota::per_second(10).unwrap());
+        let table = KeyedRateLimiter::builder(free)
+            .clock(&clock)
+            .build::<u32>()
+            .unwrap();
+        let mut diff = KeyedDifferential::new(table);
+        assert!(diff.step_with(&1, &premium, 1).unwrap().is_ok());
+        let mismatch = diff.step_with(&1, &free, 1).unwrap_err().to_string();
+        assert_eq!(
+            mismatch,
+            format!("step 1: key 1 is held under {premium:?}, asked under {free:?}")
+        );
+        // Premium's one request is 100 ms: then the key is fresh, and free may take it.
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(
+            diff.step_with(&1, &free, 1).unwrap().unwrap().remaining(),
+            0
+        );
+        assert_eq!(
+            format!("{diff:?}"),
+            "KeyedDifferential { held: 1, steps: 2, .. }"
+        );
     }
 }
