@@ -334,86 +334,45 @@ mod tests {
                 .collect()
         };
         assert_eq!(run(Flaw::None), Ok(vec![true, false, false, true]));
-        let max = Nanos::MAX.as_nanos();
+        // The two ways each of `transition`'s checks can fail share its message.
+        let admitted = "transition admitted what decide did not, or stored another word";
+        let denied = "transition denied what decide admitted, or with another wait";
         let cases = [
-            (
-                Flaw::FlipsVerdict,
-                0,
-                "allowed false vs model true".to_string(),
-            ),
-            (Flaw::RemainingOneMore, 0, "remaining 1 vs model 0".into()),
-            (Flaw::LimitOneMore, 0, "limit is not the capacity".into()),
-            (
-                Flaw::TransitionStoresAnother,
-                0,
-                "transition admitted what decide did not, or stored another word".into(),
-            ),
-            (
-                Flaw::TransitionAdmitsDenied,
-                1,
-                "transition admitted what decide did not, or stored another word".into(),
-            ),
-            (
-                Flaw::TransitionDeniesAdmitted,
-                0,
-                "transition denied what decide admitted, or with another wait".into(),
-            ),
-            (
-                Flaw::TransitionWaitsLonger,
-                1,
-                "transition denied what decide admitted, or with another wait".into(),
-            ),
-            (Flaw::DenialWrites, 1, "a denial stored a word".into()),
-            (Flaw::PeekWrites, 3, "a peek stored a word".into()),
-            (
-                Flaw::StoresReserved,
-                0,
-                "stored the reserved word u64::MAX".into(),
-            ),
-            (
-                Flaw::AdmitsWithWait,
-                0,
-                "an admission with a retry_after".into(),
-            ),
+            (Flaw::FlipsVerdict, 0, "allowed false vs model true"),
+            (Flaw::RemainingOneMore, 0, "remaining 1 vs model 0"),
+            (Flaw::LimitOneMore, 0, "limit is not the capacity"),
+            (Flaw::TransitionStoresAnother, 0, admitted),
+            (Flaw::TransitionAdmitsDenied, 1, admitted),
+            (Flaw::TransitionDeniesAdmitted, 0, denied),
+            (Flaw::TransitionWaitsLonger, 1, denied),
+            (Flaw::DenialWrites, 1, "a denial stored a word"),
+            (Flaw::PeekWrites, 3, "a peek stored a word"),
+            (Flaw::StoresReserved, 0, "stored the reserved word u64::MAX"),
+            (Flaw::AdmitsWithWait, 0, "an admission with a retry_after"),
             (
                 Flaw::FiniteNever,
                 2,
-                "a cost above the capacity without retry_after = Nanos::MAX".into(),
+                "a cost above the capacity without retry_after = Nanos::MAX",
             ),
             (
                 Flaw::DeniesWithoutWait,
                 1,
-                "a denial with a zero retry_after".into(),
+                "a denial with a zero retry_after",
             ),
-            (
-                Flaw::RetryShort,
-                1,
-                "retry_after 99999999 ns is too short".into(),
-            ),
+            (Flaw::RetryShort, 1, "retry_after 99999999 ns is too short"),
             (
                 Flaw::StillDeniedAtRetry,
                 1,
-                "retry_after 100000000 ns is too short".into(),
+                "retry_after 100000000 ns is too short",
             ),
-            (
-                Flaw::RetryLong,
-                1,
-                "retry_after 100000001 ns is too long".into(),
-            ),
-            (
-                Flaw::ResetShort,
-                0,
-                "reset_after 299999999 ns is too short".into(),
-            ),
-            (
-                Flaw::ResetLong,
-                0,
-                "reset_after 300000001 ns is too long".into(),
-            ),
+            (Flaw::RetryLong, 1, "retry_after 100000001 ns is too long"),
+            (Flaw::ResetShort, 0, "reset_after 299999999 ns is too short"),
+            (Flaw::ResetLong, 0, "reset_after 300000001 ns is too long"),
             (
                 Flaw::ResetNever,
                 0,
-                format!("reset_after {max} ns is too long: the model is full by Nanos::MAX"),
+                // Nanos::MAX, 2^63 - 1.
+                "reset_after 9223372036854775807 ns is too long: the model is full by Nanos::MAX",
             ),
         ];
         for (flaw, step, what) in cases {
