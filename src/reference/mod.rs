@@ -441,8 +441,15 @@ impl SlidingLog {
     /// Whether nothing is logged.
     ///
     /// ```
-    /// let log = tollgate::reference::SlidingLog::new(&tollgate::Quota::per_hour(5).unwrap());
+    /// use tollgate::reference::{Model, SlidingLog};
+    /// use tollgate::{Nanos, Quota};
+    ///
+    /// let mut log = SlidingLog::new(&Quota::per_hour(5).unwrap());
     /// assert!(log.is_empty());
+    /// assert!(log.decide(Nanos::ZERO, 0).allowed); // a peek logs nothing
+    /// assert!(log.is_empty());
+    /// assert!(log.decide(Nanos::ZERO, 1).allowed);
+    /// assert!(!log.is_empty());
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
