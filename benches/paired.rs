@@ -605,4 +605,52 @@ fn main() {
             || run(threads, &governor),
         );
     }
+
+    // One hot key from every thread, in tables of 1 000 keys: a client that every core serves at
+    // once, admitted (quotas too large to bind) or kept over its limit (one per hour, spent). An
+    // admission must own the key's line, on either limiter. A denial of tollgate's only loads its
+    // slot, so the line stays shared by every core; governor's takes its map shard's read lock, an
+    // atomic write to a word that every core shares.
+    let hot_tables = |quota: Quota, gov_quota: governor::Quota| {
+        let tollgate = KeyedRateLimiter::<u64>::gcra(quota, 1_000).unwrap();
+        let governor = governor::RateLimiter::keyed(gov_quota);
+        for k in 0..1_000u64 {
+            let _ = tollgate.check_key(&k);
+            let _ = governor.check_key(&k);
+        }
+        (tollgate, governor)
+    };
+    let (hot_allow, gov_hot_allow) = hot_tables(unlimited, gov_unlimited);
+    let (hot_deny, gov_hot_deny) = hot_tables(
+        Quota::per_hour(1).unwrap(),
+        governor::Quota::per_hour(NonZeroU32::new(1).unwrap()),
+    );
+    const HOT: u64 = 42;
+    let allow = || hot_allow.check_key(&HOT).is_ok();
+    let deny = || hot_deny.check_key(&HOT).is_ok();
+    let gov_allow = || gov_hot_allow.check_key(&HOT).is_ok();
+    let gov_deny = || gov_hot_deny.check_key(&HOT).is_ok();
+    assert!(allow() && gov_allow() && !deny() && !gov_deny());
+    for threads in thread_counts() {
+        paired(
+            &format!("keyed hot key, {threads} threads / 1 thread: deny, tollgate (per check)"),
+            || time_threads(threads, &deny),
+            || time_threads(1, &deny),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads: deny / allow, tollgate"),
+            || time_threads(threads, &deny),
+            || time_threads(threads, &allow),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads: allow, tollgate / governor"),
+            || time_threads(threads, &allow),
+            || time_threads(threads, &gov_allow),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads: deny, tollgate / governor"),
+            || time_threads(threads, &deny),
+            || time_threads(threads, &gov_deny),
+        );
+    }
 }
