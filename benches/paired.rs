@@ -395,10 +395,10 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
                 )
                 .unwrap(),
             );
-            let coarse_tollgate = KeyedRateLimiter::builder(Gcra::from(quota))
+            let coarse_tollgate = KeyedRateLimiter::<u64>::builder(Gcra::from(quota))
                 .capacity(keys as usize)
                 .clock(CoarseClock::new().unwrap())
-                .build::<u64>()
+                .build()
                 .unwrap();
             for k in 0..keys {
                 let _ = coarse_tollgate.check_key(&k);

@@ -236,9 +236,9 @@ fn main() {
 
     // Exact per-account log: 5 login attempts per minute, 100 000 accounts.
     let accounts = 100_000u64;
-    let logins = KeyedSlidingLog::builder(&Quota::per_minute(5).expect("valid quota"))
+    let logins = KeyedSlidingLog::<u64>::builder(&Quota::per_minute(5).expect("valid quota"))
         .capacity(accounts as usize)
-        .build::<u64>()
+        .build()
         .expect("allocates");
     let sequences: Vec<Vec<u64>> = (0..threads as u64)
         .map(|t| zipf_clients(accounts, 1 << 18, 31 + t))

@@ -62,12 +62,12 @@ const HOT: u64 = u64::MAX;
 fn flood(policy: Overflow) -> (Vec<u64>, u64) {
     let clock = ManualClock::new();
     // Flood keys: 1 per second, burst 1: each stays live for one simulated second.
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
         .capacity(CAPACITY)
         .overflow(policy)
         .clock(&clock)
         .hasher(ahash::RandomState::with_seeds(7, 11, 13, 17))
-        .build::<u64>()
+        .build()
         .unwrap();
     // The hot key: one request per 2.5 s (a premium-style tier in the same table), asked for
     // every millisecond, so it is denied almost always: always over its limit.

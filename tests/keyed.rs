@@ -35,10 +35,10 @@ where
     M: Model,
 {
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::builder(algorithm.clone())
+    let keyed = KeyedRateLimiter::<u8>::builder(algorithm.clone())
         .capacity(1_000)
         .clock(&clock)
-        .build::<u8>()
+        .build()
         .unwrap();
     let mut direct: HashMap<u8, RateLimiter<A, &ManualClock>> = HashMap::new();
     let mut models: HashMap<u8, M> = HashMap::new();
@@ -190,12 +190,12 @@ fn small_table<A: Algorithm>(
     clock: &ManualClock,
     seed: u64,
 ) -> KeyedRateLimiter<u16, A, &ManualClock, ahash::RandomState> {
-    KeyedRateLimiter::builder(algorithm)
+    KeyedRateLimiter::<u16>::builder(algorithm)
         .capacity(64)
         .overflow(overflow)
         .clock(clock)
         .hasher(seeded(seed))
-        .build::<u16>()
+        .build()
         .unwrap()
 }
 
@@ -314,11 +314,11 @@ fn capacity_holds_its_keys() {
         (10_000, 4),
     ] {
         let clock = ManualClock::new();
-        let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_hour(1).unwrap()))
+        let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(1).unwrap()))
             .capacity(n)
             .clock(&clock)
             .hasher(seeded(seed))
-            .build::<u64>()
+            .build()
             .unwrap();
         let admitted = (0..n as u64)
             .filter(|k| limiter.check_key(k).is_ok())
@@ -349,11 +349,11 @@ fn capacity_holds_its_keys() {
 
 /// A tiny table: one group of 8 slots (capacities 1 to 5 all give one group: 5 / 0.68 < 8).
 fn one_group(policy: Overflow, clock: &ManualClock) -> KeyedRateLimiter<u64, Gcra, &ManualClock> {
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
         .capacity(5)
         .overflow(policy)
         .clock(clock)
-        .build::<u64>()
+        .build()
         .unwrap();
     assert_eq!(limiter.stats().slots, 8);
     limiter
@@ -410,11 +410,11 @@ fn overflow_allow_admits_unrecorded() {
 fn overflow_evicts_the_least_constrained_never_a_limited_key() {
     let clock = ManualClock::new();
     // Burst 4 per second (250 ms interval).
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(4).unwrap()))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(4).unwrap()))
         .capacity(5)
         .overflow(Overflow::EvictLeastConstrained)
         .clock(&clock)
-        .build::<u64>()
+        .build()
         .unwrap();
     // Keys 0..8 use 4, 4, ..., 4 (limited), except key 5, which used 1.
     for k in 0..8 {
@@ -448,9 +448,9 @@ fn tiers_share_one_table() {
     let clock = ManualClock::new();
     let free = Quota::per_minute(10).unwrap();
     let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
-    let limiter = KeyedRateLimiter::builder(Gcra::from(free))
+    let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(free))
         .clock(&clock)
-        .build::<str>()
+        .build()
         .unwrap();
     assert!(limiter.check_key_n("free", 10).is_ok());
     assert!(limiter.check_key("free").is_err());
@@ -473,9 +473,9 @@ fn a_key_switched_between_tiers_is_judged_by_its_schedule_under_the_new_quota() 
     let clock = ManualClock::new();
     let free = Gcra::from(Quota::per_minute(10).unwrap()); // one per 6 s, bursts of 10
     let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 60 ms
-    let limiter = KeyedRateLimiter::builder(free)
+    let limiter = KeyedRateLimiter::<str>::builder(free)
         .clock(&clock)
-        .build::<str>()
+        .build()
         .unwrap();
     // 100 premium requests at 0: TAT 6 s, premium's whole burst spent.
     limiter.check_key_with("k", &premium, 100).unwrap();
@@ -496,11 +496,11 @@ fn one_evicting_group(
     own: Gcra,
     clock: &ManualClock,
 ) -> KeyedRateLimiter<u32, Gcra, &ManualClock, tollgate::DefaultKeyHasher> {
-    let limiter = KeyedRateLimiter::builder(own)
+    let limiter = KeyedRateLimiter::<u32>::builder(own)
         .capacity(4)
         .overflow(Overflow::EvictLeastConstrained)
         .clock(clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     assert_eq!(limiter.stats().slots, 8, "one group");
     limiter
@@ -637,16 +637,17 @@ fn memory_is_at_most_24_bytes_per_key_on_any_machine() {
     for n in [2_000, 10_000, 100_000] {
         for threads in [1, 2, 16, 256, usize::MAX] {
             let quota = Quota::per_second(10).unwrap();
-            let by_u64 = KeyedRateLimiter::builder(Gcra::from(quota))
+            let by_u64 = KeyedRateLimiter::<u64>::builder(Gcra::from(quota))
                 .capacity(n)
                 .threads(threads)
-                .build::<u64>()
+                .build()
                 .unwrap();
-            let by_string = KeyedRateLimiter::builder(SlidingWindow::new(&quota).unwrap())
-                .capacity(n)
-                .threads(threads)
-                .build::<String>()
-                .unwrap();
+            let by_string =
+                KeyedRateLimiter::<String>::builder(SlidingWindow::new(&quota).unwrap())
+                    .capacity(n)
+                    .threads(threads)
+                    .build()
+                    .unwrap();
             for memory in [by_u64.memory(), by_string.memory()] {
                 assert!(
                     memory <= 24 * n,
@@ -703,10 +704,10 @@ fn many_threads_exact_counts_per_key() {
     // 8 threads, 200 keys, every thread asks for every key 10 times at frozen time: the first
     // request for each key races to insert it. Each key admits exactly its burst of 7.
     let clock = ManualClock::new();
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(7).unwrap()))
+    let limiter = KeyedRateLimiter::<u32>::builder(Gcra::from(Quota::per_second(7).unwrap()))
         .capacity(1_000)
         .clock(&clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     let per_key = per_key_totals(200, |t, admitted| {
         for round in 0..10 {
@@ -850,11 +851,11 @@ fn race_rounds(revisit: bool) {
     const BURST: u64 = 5;
     const ROUNDS: u64 = 40_000;
     let clock = ManualClock::new();
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(BURST).unwrap()))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(BURST).unwrap()))
         .capacity(10)
         .clock(&clock)
         .hasher(seeded(3))
-        .build::<u64>()
+        .build()
         .unwrap();
     assert_eq!(
         limiter.stats().slots,
@@ -965,12 +966,12 @@ fn limited_keys_survive_a_flood_that_evicts() {
     const LIMITED_EVERY: u64 = 16_384;
     const HOT: [u64; 4] = [u64::MAX, u64::MAX - 1, u64::MAX - 2, u64::MAX - 3];
     let clock = ManualClock::new();
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(2).unwrap()))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(2).unwrap()))
         .capacity(10)
         .overflow(Overflow::EvictLeastConstrained)
         .clock(&clock)
         .hasher(seeded(5))
-        .build::<u64>()
+        .build()
         .unwrap();
     assert_eq!(limiter.stats().slots, 16);
     for hot in HOT {
@@ -1026,10 +1027,10 @@ fn limited_keys_survive_a_flood_that_evicts() {
 fn batches_from_many_threads_admit_exact_units_per_key() {
     let clock = ManualClock::new();
     let quota = Gcra::from(Quota::per_second(8).unwrap());
-    let limiter = KeyedRateLimiter::builder(quota)
+    let limiter = KeyedRateLimiter::<u32>::builder(quota)
         .capacity(1_000)
         .clock(&clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     let units = per_key_totals(200, |t, units| {
         for round in 0..10 {
@@ -1089,12 +1090,12 @@ fn twin_tables<A: Algorithm + Clone>(
     overflow: Overflow,
 ) -> [KeyedRateLimiter<u64, A, ManualClock>; 2] {
     [(); 2].map(|()| {
-        KeyedRateLimiter::builder(algorithm.clone())
+        KeyedRateLimiter::<u64>::builder(algorithm.clone())
             .capacity(20)
             .overflow(overflow)
             .clock(ManualClock::new())
             .hasher(seeded(5))
-            .build::<u64>()
+            .build()
             .unwrap()
     })
 }
@@ -1296,10 +1297,10 @@ impl Clock for Ticking {
 #[test]
 fn a_batch_reads_the_clock_once_per_16_decisions() {
     let clock = Ticking(0.into());
-    let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
         .capacity(1_000)
         .clock(&clock)
-        .build::<u64>()
+        .build()
         .unwrap();
     // Positions 0-15 share the first reading, 16-31 the second, 32-39 the third.
     let mut keys: Vec<u64> = (1_000..1_040).collect();
@@ -1469,4 +1470,43 @@ fn errors_and_debug_describe_the_limiter() {
             limiter.stats()
         )
     );
+}
+
+/// A builder takes its key type where it starts (`KeyedRateLimiter::<K>::builder`) or from the
+/// type its `build` must return, and is `Debug` whatever the key type: it holds no key.
+#[test]
+fn builders_carry_their_key_type_and_debug_without_it() {
+    use tollgate::KeyedSlidingLog;
+    // A key type with nothing derived: no `Debug`, no `Hash` needed to configure its table.
+    struct Opaque;
+
+    let gcra = Gcra::from(Quota::per_second(5).unwrap());
+    let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    let clock = ManualClock::new();
+    let builder = KeyedRateLimiter::<Opaque>::builder(gcra)
+        .capacity(7)
+        .threads(1)
+        .clock(&clock)
+        .hasher(hasher.clone());
+    assert_eq!(
+        format!("{builder:?}"),
+        format!(
+            "KeyedBuilder {{ algorithm: {gcra:?}, clock: {clock:?}, hasher: {hasher:?}, \
+             capacity: 7, overflow: Deny, parallelism: Some(1) }}"
+        )
+    );
+    let limiter = builder.build().unwrap();
+    assert_eq!(limiter.stats().capacity, 7);
+
+    // The key type inferred from the binding instead.
+    let inferred: KeyedRateLimiter<u64> = KeyedRateLimiter::builder(gcra).build().unwrap();
+    assert!(inferred.check_key(&1).is_ok());
+
+    let log = KeyedSlidingLog::<Opaque>::builder(&Quota::per_hour(3).unwrap()).capacity(9);
+    assert!(
+        format!("{log:?}").starts_with("SlidingLogBuilder(KeyedBuilder { algorithm: SlidingLog"),
+        "{log:?}"
+    );
+    assert!(format!("{log:?}").contains("capacity: 9"), "{log:?}");
+    assert_eq!(log.build().unwrap().stats().capacity, 9);
 }

@@ -120,10 +120,10 @@ proptest! {
         let ops = ops.into_iter().map(|(key, step_ms, cost)| (key % keys, step_ms, cost));
         let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
         let clock = ManualClock::new();
-        let keyed = KeyedSlidingLog::builder(&quota)
+        let keyed = KeyedSlidingLog::<u8>::builder(&quota)
             .capacity(1_000)
             .clock(&clock)
-            .build::<u8>()
+            .build()
             .unwrap();
         let mut models: HashMap<u8, SlidingLog> = HashMap::new();
         for (i, (key, step_ms, cost)) in ops.enumerate() {
@@ -182,12 +182,12 @@ proptest! {
         let quota = Quota::per_minute(limit).unwrap();
         let clock = ManualClock::new();
         // Under 32 keys, one shard: the order is the whole log's.
-        let keyed = KeyedSlidingLog::builder(&quota)
+        let keyed = KeyedSlidingLog::<u8>::builder(&quota)
             .capacity(capacity)
             .threads(1)
             .overflow(policy)
             .clock(&clock)
-            .build::<u8>()
+            .build()
             .unwrap();
         prop_assert_eq!(keyed.stats().slots, capacity);
         let mut model = FullLog {
@@ -227,10 +227,10 @@ proptest! {
 fn idle_logs_make_room_and_full_shards_overflow() {
     let clock = ManualClock::new();
     // Capacity 4: one shard. 2 per minute each.
-    let log = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+    let log = KeyedSlidingLog::<u32>::builder(&Quota::per_minute(2).unwrap())
         .capacity(4)
         .clock(&clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     assert_eq!(log.stats().slots, 4);
     for key in 0..4 {
@@ -268,11 +268,11 @@ fn idle_logs_make_room_and_full_shards_overflow() {
 #[test]
 fn eviction_spares_logs_at_their_limit() {
     let clock = ManualClock::new();
-    let log = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+    let log = KeyedSlidingLog::<u32>::builder(&Quota::per_minute(2).unwrap())
         .capacity(2)
         .overflow(Overflow::EvictLeastConstrained)
         .clock(&clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     log.check_key_n(&1, 2).unwrap(); // at its limit
     clock.advance(Duration::from_secs(1));
@@ -298,12 +298,12 @@ fn eviction_spares_logs_at_their_limit() {
 fn eviction_looks_at_a_bounded_number_of_logs() {
     // Capacity 31: one shard. 2 per minute; the clock stands still, so no log goes idle.
     let clock = ManualClock::new();
-    let log = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+    let log = KeyedSlidingLog::<u32>::builder(&Quota::per_minute(2).unwrap())
         .capacity(31)
         .threads(1)
         .overflow(Overflow::EvictLeastConstrained)
         .clock(&clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     assert_eq!(log.stats().slots, 31);
     for key in 0..30 {
@@ -349,13 +349,13 @@ fn memory_stays_within_its_documented_bound() {
     // least 16 keys each).
     for (capacity, threads, shards, limit) in [(3, 1, 1, 2), (40, 1, 2, 100), (1_000, 2, 8, 5)] {
         let clock = ManualClock::new();
-        let log = KeyedSlidingLog::builder(&Quota::per_hour(limit).unwrap())
+        let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(limit).unwrap())
             .capacity(capacity)
             .threads(threads)
             .overflow(Overflow::EvictLeastConstrained)
             .clock(&clock)
             .hasher(ahash::RandomState::with_seeds(1, 2, 3, 4))
-            .build::<u64>()
+            .build()
             .unwrap();
         let slots = log.stats().slots;
         let bound = slots * (300 + 16 * limit as usize) + shards * 512;
@@ -394,10 +394,10 @@ fn any_thread_count_builds_a_working_log() {
     // The shard count is about four per thread: a count near usize::MAX must saturate, not
     // overflow, and 0 means one thread.
     for threads in [0, 1, 3, usize::MAX / 4, usize::MAX] {
-        let log = KeyedSlidingLog::builder(&Quota::per_hour(2).unwrap())
+        let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(2).unwrap())
             .capacity(100)
             .threads(threads)
-            .build::<u64>()
+            .build()
             .unwrap();
         assert!(log.check_key(&7).is_ok());
         assert!(log.check_key(&7).is_ok());
@@ -408,10 +408,10 @@ fn any_thread_count_builds_a_working_log() {
 #[test]
 fn the_getters_and_debug_report_what_was_built() {
     let clock = ManualClock::starting_at(Duration::from_secs(5));
-    let log = KeyedSlidingLog::builder(&Quota::new(7, Duration::from_secs(900)).unwrap())
+    let log = KeyedSlidingLog::<str>::builder(&Quota::new(7, Duration::from_secs(900)).unwrap())
         .overflow(Overflow::EvictLeastConstrained)
         .clock(&clock)
-        .build::<str>()
+        .build()
         .unwrap();
     assert_eq!(log.algorithm().limit(), 7);
     assert_eq!(log.algorithm().period(), Duration::from_secs(900));
@@ -436,9 +436,9 @@ fn the_getters_and_debug_report_what_was_built() {
 #[test]
 fn a_denial_waits_for_as_many_old_entries_as_the_cost_needs() {
     let clock = ManualClock::new();
-    let log = KeyedSlidingLog::builder(&Quota::new(3, Duration::from_secs(10)).unwrap())
+    let log = KeyedSlidingLog::<u64>::builder(&Quota::new(3, Duration::from_secs(10)).unwrap())
         .clock(&clock)
-        .build::<u64>()
+        .build()
         .unwrap();
     for _ in 0..3 {
         log.check_key(&1).unwrap();
@@ -468,10 +468,10 @@ fn a_denial_waits_for_as_many_old_entries_as_the_cost_needs() {
 fn capacity_errors_say_what_the_maps_would_take() {
     let quota = Quota::per_hour(1).unwrap();
     let build = |capacity| {
-        KeyedSlidingLog::builder(&quota)
+        KeyedSlidingLog::<u64>::builder(&quota)
             .capacity(capacity)
             .threads(1)
-            .build::<u64>()
+            .build()
     };
     assert_eq!(build(0).unwrap_err(), CapacityError::Zero);
     // One thread: four shards, each a map for a quarter of the keys (2^62 on 64-bit targets,
@@ -499,12 +499,12 @@ fn memory_stays_bounded_under_a_key_flood() {
     // a seeded hasher.
     let clock = ManualClock::new();
     let limit = 5;
-    let log = KeyedSlidingLog::builder(&Quota::per_hour(limit).unwrap())
+    let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(limit).unwrap())
         .capacity(1_000)
         .threads(2) // 8 shards of 125 keys, on any machine
         .clock(&clock)
         .hasher(ahash::RandomState::with_seeds(5, 6, 7, 8))
-        .build::<u64>()
+        .build()
         .unwrap();
     let (mut first_hour, mut later) = (0, 0);
     for key in 0..300_000u64 {
@@ -541,10 +541,10 @@ fn memory_stays_bounded_under_a_key_flood() {
 #[test]
 fn threads_get_exact_counts() {
     let clock = ManualClock::new();
-    let log = KeyedSlidingLog::builder(&Quota::per_hour(9).unwrap())
+    let log = KeyedSlidingLog::<u32>::builder(&Quota::per_hour(9).unwrap())
         .capacity(100)
         .clock(&clock)
-        .build::<u32>()
+        .build()
         .unwrap();
     let barrier = Barrier::new(8);
     let admitted: u32 = std::thread::scope(|s| {

@@ -217,11 +217,11 @@ fn few_keys<A: Algorithm + Clone>(
         &clock,
         hasher.clone(),
     );
-    let logs = KeyedSlidingLog::builder(quota)
+    let logs = KeyedSlidingLog::<u16>::builder(quota)
         .capacity(64)
         .clock(&clock)
         .hasher(hasher)
-        .build::<u16>()
+        .build()
         .unwrap();
     let mut direct: HashMap<u16, RateLimiter<A, &ManualClock>> = HashMap::new();
     let mut references: HashMap<u16, SlidingLog> = HashMap::new();
@@ -384,11 +384,11 @@ fn table<A: Algorithm>(
     clock: &ManualClock,
     hasher: ahash::RandomState,
 ) -> KeyedRateLimiter<u16, A, &ManualClock, ahash::RandomState> {
-    KeyedRateLimiter::builder(algorithm)
+    KeyedRateLimiter::<u16>::builder(algorithm)
         .capacity(capacity)
         .overflow(overflow)
         .clock(clock)
         .hasher(hasher)
-        .build::<u16>()
+        .build()
         .unwrap()
 }

@@ -77,13 +77,13 @@ type Limiter = KeyedRateLimiter<u64, Gcra, ManualClock, Identity>;
 /// slots, capacity 2 two groups of two (every key with a hash below 2^31 probes group 0, then
 /// group 1).
 fn sized(quota: Quota, capacity: usize, overflow: Overflow) -> Arc<Limiter> {
-    let limiter = KeyedRateLimiter::builder(Gcra::from(quota))
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(quota))
         .capacity(capacity)
         .threads(1)
         .overflow(overflow)
         .clock(ManualClock::new())
         .hasher(Identity)
-        .build::<u64>()
+        .build()
         .unwrap();
     Arc::new(limiter)
 }

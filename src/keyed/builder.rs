@@ -10,53 +10,72 @@ use crate::clock::{Clock, TscClock};
 use crate::quota::QuotaError;
 use crate::store::{CapacityError, Overflow, Table};
 
-/// Configures a [`KeyedRateLimiter`]: capacity, overflow policy, clock and hasher.
+/// Configures a [`KeyedRateLimiter`] for keys of type `K`: capacity, overflow policy, clock and
+/// hasher. [`KeyedRateLimiter::builder`] starts one; the key type is named there, as for the
+/// limiter's other constructors.
 ///
 /// ```
 /// use tollgate::{KeyedRateLimiter, ManualClock, Overflow, Quota, SlidingWindow};
 ///
-/// let limiter = KeyedRateLimiter::builder(SlidingWindow::new(&Quota::per_minute(100).unwrap()).unwrap())
+/// let limiter = KeyedRateLimiter::<u64>::builder(SlidingWindow::new(&Quota::per_minute(100).unwrap()).unwrap())
 ///     .capacity(50_000)
 ///     .overflow(Overflow::Deny)
 ///     .clock(ManualClock::new())
-///     .build::<u64>()
+///     .build()
 ///     .unwrap();
 /// assert_eq!(limiter.stats().capacity, 50_000);
 /// ```
-#[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct KeyedBuilder<A, C = TscClock, S = DefaultKeyHasher> {
+pub struct KeyedBuilder<K: ?Sized, A, C = TscClock, S = DefaultKeyHasher> {
     algorithm: A,
     clock: C,
     hasher: S,
     capacity: usize,
     overflow: Overflow,
     parallelism: Option<usize>,
+    key: PhantomData<fn(&K)>,
 }
 
-impl<A> KeyedBuilder<A> {
-    pub(crate) fn new(algorithm: A) -> KeyedBuilder<A> {
+// By hand, so that a key type need not be `Debug` for its builder to be: no key is stored.
+impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug, S: fmt::Debug> fmt::Debug
+    for KeyedBuilder<K, A, C, S>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBuilder")
+            .field("algorithm", &self.algorithm)
+            .field("clock", &self.clock)
+            .field("hasher", &self.hasher)
+            .field("capacity", &self.capacity)
+            .field("overflow", &self.overflow)
+            .field("parallelism", &self.parallelism)
+            .finish()
+    }
+}
+
+impl<K: ?Sized, A> KeyedBuilder<K, A> {
+    pub(crate) fn new(algorithm: A) -> KeyedBuilder<K, A> {
         KeyedBuilder {
             algorithm,
             clock: TscClock::new(),
             hasher: DefaultKeyHasher::new(),
-            capacity: KeyedBuilder::<A>::DEFAULT_CAPACITY,
+            capacity: Self::DEFAULT_CAPACITY,
             overflow: Overflow::default(),
             parallelism: None,
+            key: PhantomData,
         }
     }
 }
 
-impl<A, C, S> KeyedBuilder<A, C, S> {
+impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
     /// The capacity of a builder that is not given one: 10 000 keys (about 237 kB).
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedBuilder, KeyedRateLimiter, Quota};
     ///
-    /// let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .build::<u64>()
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .build()
     ///     .unwrap();
-    /// assert_eq!(limiter.stats().capacity, KeyedBuilder::<Gcra>::DEFAULT_CAPACITY);
+    /// assert_eq!(limiter.stats().capacity, KeyedBuilder::<u64, Gcra>::DEFAULT_CAPACITY);
     /// assert!(limiter.memory() < 240_000);
     /// ```
     pub const DEFAULT_CAPACITY: usize = 10_000;
@@ -65,9 +84,9 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
     ///     .capacity(1_000_000)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// assert!(l.memory() < 24_000_000);
     /// ```
@@ -80,9 +99,11 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
-    /// let b = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
-    ///     .overflow(Overflow::Allow);
-    /// # let _ = b;
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .overflow(Overflow::Allow)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(l.overflow(), Overflow::Allow);
     /// ```
     pub fn overflow(mut self, policy: Overflow) -> Self {
         self.overflow = policy;
@@ -94,13 +115,13 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
     ///     .clock(&clock)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// # let _ = l;
     /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<A, C2, S> {
+    pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, A, C2, S> {
         KeyedBuilder {
             algorithm: self.algorithm,
             clock,
@@ -108,6 +129,7 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
             capacity: self.capacity,
             overflow: self.overflow,
             parallelism: self.parallelism,
+            key: PhantomData,
         }
     }
 
@@ -117,13 +139,13 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
     /// let seeded = ahash::RandomState::with_seeds(1, 2, 3, 4);
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
     ///     .hasher(seeded)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// # let _ = l;
     /// ```
-    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<A, C, S2> {
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, A, C, S2> {
         KeyedBuilder {
             algorithm: self.algorithm,
             clock: self.clock,
@@ -131,6 +153,7 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
             capacity: self.capacity,
             overflow: self.overflow,
             parallelism: self.parallelism,
+            key: PhantomData,
         }
     }
 
@@ -141,9 +164,9 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
     ///     .threads(1)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// # let _ = l;
     /// ```
@@ -168,8 +191,8 @@ impl<A, C, S> KeyedBuilder<A, C, S> {
     }
 }
 
-impl<A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<A, C, S> {
-    /// Builds the limiter for keys of type `K`, allocating its whole table.
+impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<K, A, C, S> {
+    /// Builds the limiter, allocating its whole table.
     ///
     /// # Errors
     ///
@@ -177,10 +200,10 @@ impl<A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<A, C, S> {
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap())).build::<str>();
+    /// let l = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(1).unwrap())).build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn build<K: ?Sized>(self) -> Result<KeyedRateLimiter<K, A, C, S>, CapacityError> {
+    pub fn build(self) -> Result<KeyedRateLimiter<K, A, C, S>, CapacityError> {
         let (algorithm, clock, hasher, capacity, overflow, parallelism) = self.into_parts();
         Ok(KeyedRateLimiter {
             table: Table::new(capacity, parallelism)?,

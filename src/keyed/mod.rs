@@ -11,11 +11,11 @@
 //!
 //! // 2 per second per user, for up to 1 000 users at once.
 //! let clock = ManualClock::new();
-//! let per_user = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(2).unwrap()))
+//! let per_user = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(2).unwrap()))
 //!     .capacity(1_000)
 //!     .overflow(Overflow::EvictLeastConstrained)
 //!     .clock(&clock)
-//!     .build::<str>()
+//!     .build()
 //!     .unwrap();
 //! assert!(per_user.check_key("alice").is_ok());
 //! assert_eq!(per_user.decide_key("alice", 1).unwrap().remaining(), 0);
@@ -134,8 +134,9 @@ pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHas
     key: PhantomData<fn(&K)>,
 }
 
-// The three constructors with the defaults all live on the defaults' type, so that each call
-// names the key type alone: `KeyedRateLimiter::<str>::sliding_window(..)`. On
+// The three constructors with the defaults, and `builder`, all live on the defaults' type, so
+// that each call names the key type alone: `KeyedRateLimiter::<str>::sliding_window(..)`,
+// `KeyedRateLimiter::<u64>::builder(..)`, and the builder carries it to `build`. On
 // `KeyedRateLimiter<K, SlidingWindow>` that call would not compile (a path that names only `K`
 // takes the default algorithm, GCRA) and would need `KeyedRateLimiter::<str, _>`.
 impl<K: ?Sized> KeyedRateLimiter<K> {
@@ -197,20 +198,25 @@ impl<K: ?Sized> KeyedRateLimiter<K> {
             .capacity(capacity)
             .build()?)
     }
-}
 
-impl KeyedRateLimiter<()> {
-    /// Starts configuring a keyed limiter running `algorithm`.
+    /// Starts configuring a keyed limiter for keys of type `K` running `algorithm`.
+    ///
+    /// The key type is named here, or left to the type that `build` must return.
     ///
     /// ```
-    /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(3).unwrap()))
+    /// use tollgate::{Gcra, KeyedRateLimiter, Quota, SlidingWindow};
+    /// let l = KeyedRateLimiter::<&'static str>::builder(Gcra::from(Quota::per_second(3).unwrap()))
     ///     .capacity(10)
-    ///     .build::<&'static str>()
+    ///     .build()
     ///     .unwrap();
     /// assert!(l.check_key(&"a").is_ok());
+    ///
+    /// let window = SlidingWindow::new(&Quota::per_minute(60).unwrap()).unwrap();
+    /// let per_user: KeyedRateLimiter<u64, SlidingWindow> =
+    ///     KeyedRateLimiter::builder(window).capacity(1_000).build().unwrap();
+    /// assert_eq!(per_user.decide_key(&7, 1).unwrap().remaining(), 59);
     /// ```
-    pub fn builder<A: Algorithm>(algorithm: A) -> KeyedBuilder<A> {
+    pub fn builder<A: Algorithm>(algorithm: A) -> KeyedBuilder<K, A> {
         KeyedBuilder::new(algorithm)
     }
 }
@@ -392,9 +398,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     ///
     /// ```
     /// use tollgate::{Clock, Gcra, KeyedRateLimiter, ManualClock, Quota};
-    /// let l = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
     ///     .clock(ManualClock::new())
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// assert_eq!(l.clock().now().as_nanos(), 0);
     /// ```

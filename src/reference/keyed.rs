@@ -56,11 +56,11 @@ use crate::store::Overflow;
 ///
 /// let clock = ManualClock::new();
 /// // One table group of 8 slots; 50 keys, a dozen of them live at any time.
-/// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(10).unwrap()))
+/// let table = KeyedRateLimiter::<u32>::builder(Gcra::from(Quota::per_second(10).unwrap()))
 ///     .capacity(4)
 ///     .overflow(Overflow::EvictLeastConstrained)
 ///     .clock(&clock)
-///     .build::<u32>()
+///     .build()
 ///     .unwrap();
 /// let mut diff = KeyedDifferential::new(table);
 /// for key in 0..1_000 {
@@ -89,10 +89,10 @@ where
     /// use tollgate::reference::KeyedDifferential;
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    /// let table = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(5).unwrap()))
     ///     .capacity(10)
     ///     .clock(&clock)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// let diff = KeyedDifferential::new(table);
     /// assert_eq!(diff.limiter().stats().occupied, 0);
@@ -113,9 +113,9 @@ where
     /// use tollgate::reference::KeyedDifferential;
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    /// let table = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(5).unwrap()))
     ///     .clock(&clock)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// let mut diff = KeyedDifferential::new(table);
     /// diff.step(&7, 2).unwrap();
@@ -139,9 +139,9 @@ where
     /// use tollgate::reference::KeyedDifferential;
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    /// let table = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(5).unwrap()))
     ///     .clock(&clock)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// let mut diff = KeyedDifferential::new(table);
     /// assert!(diff.step(&1, 5).unwrap().unwrap().is_allowed());
@@ -239,9 +239,9 @@ where
     /// use tollgate::reference::KeyedDifferential;
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    /// let table = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(5).unwrap()))
     ///     .clock(&clock)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// let mut diff = KeyedDifferential::new(table);
     /// diff.step(&1, 5).unwrap();
@@ -350,11 +350,11 @@ where
     /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 5.94 s
     /// let clock = ManualClock::new();
     /// // A table for free keys, in which premium keys spend their whole burst.
-    /// let table = KeyedRateLimiter::builder(free)
+    /// let table = KeyedRateLimiter::<u32>::builder(free)
     ///     .capacity(4) // one group of 8 slots
     ///     .overflow(Overflow::EvictLeastConstrained)
     ///     .clock(&clock)
-    ///     .build::<u32>()
+    ///     .build()
     ///     .unwrap();
     /// let mut diff = KeyedDifferential::new(table);
     /// for key in 0..8 {
@@ -445,10 +445,10 @@ mod tests {
     fn a_table_that_mixes_keys_up_is_caught() {
         let clock = ManualClock::new();
         let diff = || {
-            let table = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(5).unwrap()))
+            let table = KeyedRateLimiter::<u32>::builder(Gcra::from(Quota::per_second(5).unwrap()))
                 .hasher(BuildHasherDefault::<Collide>::default())
                 .clock(&clock)
-                .build::<u32>()
+                .build()
                 .unwrap();
             KeyedDifferential::new(table)
         };
@@ -486,9 +486,9 @@ mod tests {
         let clock = ManualClock::new();
         let free = Gcra::from(Quota::per_second(1).unwrap());
         let premium = Gcra::from(Quota::per_second(10).unwrap());
-        let table = KeyedRateLimiter::builder(free)
+        let table = KeyedRateLimiter::<u32>::builder(free)
             .clock(&clock)
-            .build::<u32>()
+            .build()
             .unwrap();
         let mut diff = KeyedDifferential::new(table);
         assert!(diff.step_with(&1, &premium, 1).unwrap().is_ok());

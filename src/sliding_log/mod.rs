@@ -16,10 +16,10 @@
 //!
 //! // 2 logins per minute, per account: admitted at 0 s and at 30 s.
 //! let clock = ManualClock::new();
-//! let logins = KeyedSlidingLog::builder(&Quota::per_minute(2).unwrap())
+//! let logins = KeyedSlidingLog::<str>::builder(&Quota::per_minute(2).unwrap())
 //!     .capacity(1_000)
 //!     .clock(&clock)
-//!     .build::<str>()
+//!     .build()
 //!     .unwrap();
 //! logins.check_key("alice").unwrap();
 //! clock.set(Duration::from_secs(30));
@@ -94,10 +94,10 @@ use shard::Shard;
 ///
 /// // 3 password resets per day, per account.
 /// let clock = ManualClock::new();
-/// let resets = KeyedSlidingLog::builder(&Quota::new(3, Duration::from_secs(86_400)).unwrap())
+/// let resets = KeyedSlidingLog::<str>::builder(&Quota::new(3, Duration::from_secs(86_400)).unwrap())
 ///     .capacity(100_000)
 ///     .clock(&clock)
-///     .build::<str>()
+///     .build()
 ///     .unwrap();
 /// for _ in 0..3 {
 ///     resets.check_key("alice@example.com").unwrap();
@@ -141,20 +141,19 @@ impl<K: ?Sized> KeyedSlidingLog<K> {
     pub fn new(quota: Quota, capacity: usize) -> Result<KeyedSlidingLog<K>, CapacityError> {
         KeyedSlidingLog::builder(&quota).capacity(capacity).build()
     }
-}
 
-impl KeyedSlidingLog<()> {
-    /// Starts configuring a keyed sliding log for `quota` (its limit and period).
+    /// Starts configuring a keyed sliding log for keys of type `K` and `quota` (its limit and
+    /// period).
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap())
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap())
     ///     .capacity(1_000)
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// assert!(log.check_key(&1).is_ok());
     /// ```
-    pub fn builder(quota: &Quota) -> SlidingLogBuilder {
+    pub fn builder(quota: &Quota) -> SlidingLogBuilder<K> {
         SlidingLogBuilder(KeyedBuilder::new(SlidingLog::new(quota)))
     }
 }
@@ -164,24 +163,32 @@ impl KeyedSlidingLog<()> {
 ///
 /// ```
 /// use tollgate::{KeyedSlidingLog, ManualClock, Overflow, Quota};
-/// let log = KeyedSlidingLog::builder(&Quota::per_minute(3).unwrap())
+/// let log = KeyedSlidingLog::<str>::builder(&Quota::per_minute(3).unwrap())
 ///     .capacity(10_000)
 ///     .overflow(Overflow::Deny)
 ///     .clock(ManualClock::new())
-///     .build::<str>()
+///     .build()
 ///     .unwrap();
 /// assert_eq!(log.stats().capacity, 10_000);
 /// ```
-#[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct SlidingLogBuilder<C = TscClock, S = DefaultKeyHasher>(KeyedBuilder<SlidingLog, C, S>);
+pub struct SlidingLogBuilder<K: ?Sized, C = TscClock, S = DefaultKeyHasher>(
+    KeyedBuilder<K, SlidingLog, C, S>,
+);
 
-impl<C, S> SlidingLogBuilder<C, S> {
+// By hand, so that a key type need not be `Debug` for its builder to be: no key is stored.
+impl<K: ?Sized, C: fmt::Debug, S: fmt::Debug> fmt::Debug for SlidingLogBuilder<K, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SlidingLogBuilder").field(&self.0).finish()
+    }
+}
+
+impl<K: ?Sized, C, S> SlidingLogBuilder<K, C, S> {
     /// The number of keys held at most (default 10 000).
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).capacity(5).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap()).capacity(5).build().unwrap();
     /// assert_eq!(log.stats().capacity, 5);
     /// ```
     pub fn capacity(self, keys: usize) -> Self {
@@ -199,8 +206,11 @@ impl<C, S> SlidingLogBuilder<C, S> {
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, Overflow, Quota};
-    /// let b = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).overflow(Overflow::Allow);
-    /// # let _ = b;
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap())
+    ///     .overflow(Overflow::Allow)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(log.overflow(), Overflow::Allow);
     /// ```
     pub fn overflow(self, policy: Overflow) -> Self {
         SlidingLogBuilder(self.0.overflow(policy))
@@ -211,10 +221,10 @@ impl<C, S> SlidingLogBuilder<C, S> {
     /// ```
     /// # use tollgate::{KeyedSlidingLog, ManualClock, Quota};
     /// let clock = ManualClock::new();
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).clock(&clock).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap()).clock(&clock).build().unwrap();
     /// # let _ = log;
     /// ```
-    pub fn clock<C2: Clock>(self, clock: C2) -> SlidingLogBuilder<C2, S> {
+    pub fn clock<C2: Clock>(self, clock: C2) -> SlidingLogBuilder<K, C2, S> {
         SlidingLogBuilder(self.0.clock(clock))
     }
 
@@ -222,13 +232,13 @@ impl<C, S> SlidingLogBuilder<C, S> {
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap())
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap())
     ///     .hasher(ahash::RandomState::with_seeds(1, 2, 3, 4))
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// # let _ = log;
     /// ```
-    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> SlidingLogBuilder<C, S2> {
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> SlidingLogBuilder<K, C, S2> {
         SlidingLogBuilder(self.0.hasher(hasher))
     }
 
@@ -238,7 +248,7 @@ impl<C, S> SlidingLogBuilder<C, S> {
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).threads(1).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap()).threads(1).build().unwrap();
     /// # let _ = log;
     /// ```
     pub fn threads(self, threads: usize) -> Self {
@@ -246,8 +256,8 @@ impl<C, S> SlidingLogBuilder<C, S> {
     }
 }
 
-impl<C: Clock, S: BuildHasher> SlidingLogBuilder<C, S> {
-    /// Builds the keyed sliding log for keys of type `K`.
+impl<K: ?Sized, C: Clock, S: BuildHasher> SlidingLogBuilder<K, C, S> {
+    /// Builds the keyed sliding log.
     ///
     /// # Errors
     ///
@@ -255,9 +265,9 @@ impl<C: Clock, S: BuildHasher> SlidingLogBuilder<C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// assert!(KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(0).build::<u64>().is_err());
+    /// assert!(KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).capacity(0).build().is_err());
     /// ```
-    pub fn build<K: ?Sized>(self) -> Result<KeyedSlidingLog<K, C, S>, CapacityError> {
+    pub fn build(self) -> Result<KeyedSlidingLog<K, C, S>, CapacityError> {
         let (config, clock, hasher, capacity, overflow, parallelism) = self.0.into_parts();
         if capacity == 0 {
             return Err(CapacityError::Zero);
@@ -299,7 +309,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(1).unwrap()).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap()).build().unwrap();
     /// assert!(log.check_key(&7).is_ok());
     /// assert!(log.check_key(&7).is_err());
     /// ```
@@ -320,7 +330,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(10).unwrap()).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(10).unwrap()).build().unwrap();
     /// assert!(log.check_key_n(&1, 10).is_ok());
     /// assert!(log.check_key_n(&1, 11).is_err());
     /// ```
@@ -346,7 +356,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
     /// assert_eq!(log.decide_key(&1, 2).unwrap().remaining(), 3);
     /// ```
     pub fn decide_key<Q>(&self, key: &Q, cost: u64) -> Result<Decision, InsufficientCapacity>
@@ -364,7 +374,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
     /// log.check_key(&1).unwrap();
     /// assert_eq!(log.peek_key(&1).remaining(), 4);
     /// ```
@@ -384,7 +394,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(2).unwrap()).build::<str>().unwrap();
+    /// let log = KeyedSlidingLog::<str>::builder(&Quota::per_hour(2).unwrap()).build().unwrap();
     /// log.check_key("alice").unwrap();
     /// log.check_key("alice").unwrap();
     /// assert!(log.check_key("alice").is_err());
@@ -405,7 +415,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(10).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).capacity(10).build().unwrap();
     /// log.check_key(&1).unwrap();
     /// assert_eq!(log.stats().occupied, 1);
     /// ```
@@ -432,7 +442,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).capacity(10).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).capacity(10).build().unwrap();
     /// assert!(log.memory() > 0);
     /// ```
     #[must_use]
@@ -449,7 +459,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
     /// assert_eq!(log.algorithm().limit(), 5);
     /// assert_eq!(log.algorithm().period(), Duration::from_secs(3_600));
     /// ```
@@ -462,7 +472,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Overflow, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap()).build::<u64>().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
     /// assert_eq!(log.overflow(), Overflow::Deny);
     /// ```
     #[must_use]
@@ -475,9 +485,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::{Clock, KeyedSlidingLog, ManualClock, Quota};
-    /// let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap())
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap())
     ///     .clock(ManualClock::starting_at(Duration::from_secs(9)))
-    ///     .build::<u64>()
+    ///     .build()
     ///     .unwrap();
     /// assert_eq!(log.clock().now().as_nanos(), 9_000_000_000);
     /// ```
@@ -547,11 +557,11 @@ mod tests {
     #[test]
     fn memory_is_the_shards_their_maps_and_the_entries() {
         let clock = ManualClock::new();
-        let log = KeyedSlidingLog::builder(&Quota::per_hour(5).unwrap())
+        let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap())
             .capacity(1_000)
             .threads(2)
             .clock(&clock)
-            .build::<u64>()
+            .build()
             .unwrap();
         // Two threads: eight shards of 125 keys.
         assert_eq!((log.shards.len(), log.per_shard), (8, 125));

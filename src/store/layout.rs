@@ -283,10 +283,10 @@ mod tests {
                 + shards * size_of::<CachePadded<ShardStats>>()
                 + size_of::<Table>();
             assert_eq!(layout.bytes(), table);
-            let limiter = KeyedRateLimiter::builder(crate::Gcra::from(quota))
+            let limiter = KeyedRateLimiter::<u64>::builder(crate::Gcra::from(quota))
                 .capacity(n)
                 .threads(1)
-                .build::<u64>()
+                .build()
                 .unwrap();
             let fields = core::mem::size_of_val(&limiter) - size_of::<Table>();
             assert!(fields <= limiter_fields());

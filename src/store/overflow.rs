@@ -11,10 +11,10 @@ use crate::clock::Nanos;
 /// ```
 /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
 ///
-/// let limiter = KeyedRateLimiter::builder(Gcra::from(Quota::per_second(10).unwrap()))
+/// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(10).unwrap()))
 ///     .capacity(100_000)
 ///     .overflow(Overflow::EvictLeastConstrained)
-///     .build::<u64>()
+///     .build()
 ///     .unwrap();
 /// assert_eq!(limiter.overflow(), Overflow::EvictLeastConstrained);
 /// ```
