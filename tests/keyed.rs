@@ -1476,7 +1476,7 @@ fn errors_and_debug_describe_the_limiter() {
 /// type its `build` must return, and is `Debug` whatever the key type: it holds no key.
 #[test]
 fn builders_carry_their_key_type_and_debug_without_it() {
-    use tollgate::KeyedSlidingLog;
+    use tollgate::{KeyedSlidingLog, SlidingLog};
     // A key type with nothing derived: no `Debug`, no `Hash` needed to configure its table.
     struct Opaque;
 
@@ -1502,11 +1502,19 @@ fn builders_carry_their_key_type_and_debug_without_it() {
     let inferred: KeyedRateLimiter<u64> = KeyedRateLimiter::builder(gcra).build().unwrap();
     assert!(inferred.check_key(&1).is_ok());
 
-    let log = KeyedSlidingLog::<Opaque>::builder(&Quota::per_hour(3).unwrap()).capacity(9);
-    assert!(
-        format!("{log:?}").starts_with("SlidingLogBuilder(KeyedBuilder { algorithm: SlidingLog"),
-        "{log:?}"
+    let per_hour = Quota::per_hour(3).unwrap();
+    let log = KeyedSlidingLog::<Opaque>::builder(&per_hour)
+        .capacity(9)
+        .threads(2)
+        .clock(&clock)
+        .hasher(hasher.clone());
+    assert_eq!(
+        format!("{log:?}"),
+        format!(
+            "SlidingLogBuilder(KeyedBuilder {{ algorithm: {:?}, clock: {clock:?}, \
+             hasher: {hasher:?}, capacity: 9, overflow: Deny, parallelism: Some(2) }})",
+            SlidingLog::new(&per_hour)
+        )
     );
-    assert!(format!("{log:?}").contains("capacity: 9"), "{log:?}");
     assert_eq!(log.build().unwrap().stats().capacity, 9);
 }
