@@ -231,6 +231,17 @@ impl InsufficientCapacity {
         InsufficientCapacity { cost, capacity }
     }
 
+    /// `Ok` if a request of `cost` fits `capacity` (it can be admitted some day), and the error
+    /// otherwise: what every check with a cost tests before it reads the clock or the state.
+    #[inline]
+    pub(crate) const fn check(cost: u64, capacity: u64) -> Result<(), InsufficientCapacity> {
+        if cost > capacity {
+            Err(InsufficientCapacity::new(cost, capacity))
+        } else {
+            Ok(())
+        }
+    }
+
     /// The cost that was asked for.
     ///
     /// ```

@@ -168,10 +168,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// ```
     #[inline]
     pub fn check_n(&self, cost: u64) -> Result<(), CheckError> {
-        let capacity = self.algorithm.capacity();
-        if cost > capacity {
-            return Err(InsufficientCapacity::new(cost, capacity).into());
-        }
+        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         Ok(self.apply(cost)?)
     }
 
@@ -193,10 +190,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert_eq!((d.remaining(), d.limit()), (6, 10));
     /// ```
     pub fn decide(&self, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        let capacity = self.algorithm.capacity();
-        if cost > capacity {
-            return Err(InsufficientCapacity::new(cost, capacity));
-        }
+        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         let now = self.clock.now();
         Ok(self
             .state

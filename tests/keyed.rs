@@ -12,8 +12,8 @@ use tollgate::reference::{
     FixedWindowCounter, KeyedDifferential, Model, SlidingWindowCounter, VirtualScheduling,
 };
 use tollgate::{
-    Algorithm, Clock, Decision, FixedWindow, Gcra, KeyedRateLimiter, KeyedStats, ManualClock,
-    Nanos, Overflow, Quota, RateLimiter, SlidingWindow,
+    Algorithm, CheckError, Clock, Decision, FixedWindow, Gcra, KeyedRateLimiter, KeyedStats,
+    ManualClock, Nanos, Overflow, Quota, RateLimiter, SlidingWindow,
 };
 
 fn seeded(seed: u64) -> ahash::RandomState {
@@ -594,6 +594,29 @@ fn a_tier_judges_entries_from_its_first_request() {
     limiter.check_key(&102).unwrap();
     let stats = limiter.stats();
     assert_eq!((stats.evictions, stats.overflows), (2, 3));
+}
+
+/// A request that its tier's quota can never admit (a cost over the tier's burst) is refused
+/// before anything is decided, so it teaches the table nothing: the free entries stay evictable,
+/// as if no premium request had come.
+#[test]
+fn a_request_over_its_tiers_burst_teaches_the_table_nothing() {
+    let [free, premium] = free_and_premium();
+    let clock = ManualClock::new();
+    let limiter = eight_free_keys(free, &clock);
+    let never = limiter.decide_key_with(&200, &premium, 101).unwrap_err();
+    assert_eq!((never.cost(), never.capacity()), (101, 100));
+    assert!(matches!(
+        limiter.check_key_with(&201, &premium, 101),
+        Err(CheckError::InsufficientCapacity(e)) if e == never
+    ));
+    let requests = [(&202, &premium, 101)];
+    let batch: Vec<_> = limiter.decide_keys_with(requests).collect();
+    assert_eq!(batch, [Err(never)]);
+    // Under the free quota alone, an entry 6 s ahead has 9 requests left: a new key evicts one.
+    limiter.check_key(&100).unwrap();
+    let stats = limiter.stats();
+    assert_eq!((stats.evictions, stats.overflows), (1, 0));
 }
 
 #[test]

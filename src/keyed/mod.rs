@@ -265,10 +265,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let capacity = self.algorithm.capacity();
-        if cost > capacity {
-            return Err(InsufficientCapacity::new(cost, capacity).into());
-        }
+        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         Ok(self.apply(&self.algorithm, &self.probe(key), cost)?)
     }
 
@@ -474,9 +471,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
         let capacity = algorithm.capacity();
-        if cost > capacity {
-            return Err(InsufficientCapacity::new(cost, capacity));
-        }
+        InsufficientCapacity::check(cost, capacity)?;
         let step = |state| algorithm.decide(state, now, cost);
         // Entries are judged by the limiter's own algorithm, as in `apply_at`.
         Ok(
@@ -540,7 +535,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     ///
     /// # Errors
     ///
-    /// As for [`check_key_n`](KeyedRateLimiter::check_key_n), against `quota`'s burst.
+    /// As for [`check_key_n`](KeyedRateLimiter::check_key_n), against `quota`'s burst. A request
+    /// refused as [`CheckError::InsufficientCapacity`] is not decided, and the table does not
+    /// learn its quota.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
@@ -560,10 +557,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let capacity = quota.capacity();
-        if cost > capacity {
-            return Err(InsufficientCapacity::new(cost, capacity).into());
-        }
+        InsufficientCapacity::check(cost, quota.capacity())?;
         self.table.learn_tier(quota.room());
         Ok(self.apply(quota, &self.probe(key), cost)?)
     }
@@ -574,7 +568,8 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     ///
     /// # Errors
     ///
-    /// [`InsufficientCapacity`] if the cost exceeds `quota`'s burst.
+    /// [`InsufficientCapacity`] if the cost exceeds `quota`'s burst; the request is not decided,
+    /// and the table does not learn its quota.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
@@ -605,6 +600,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
+        // Tested before the table learns the quota: a request that its tier can never admit is
+        // not decided, and teaches the table nothing (as in `check_key_with`).
+        InsufficientCapacity::check(cost, quota.capacity())?;
         self.table.learn_tier(quota.room());
         self.decide_at(quota, probe, cost, now)
     }

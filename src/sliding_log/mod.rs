@@ -364,9 +364,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        if cost > self.config.limit {
-            return Err(InsufficientCapacity::new(cost, self.config.limit));
-        }
+        InsufficientCapacity::check(cost, self.config.limit)?;
         Ok(self.decide(self.hasher.hash_one(key), cost))
     }
 
