@@ -422,12 +422,67 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     }
 }
 
+/// Lines that say which run a record is from: when, at which commit, on which CPU, and which
+/// rows were asked for.
+fn run_header(unix_time: u64) -> Vec<String> {
+    let commit = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=7"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map_or_else(
+            || "unknown".to_string(),
+            |out| String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        );
+    // The model name, and the family and model numbers that tell one generation of a "AMD
+    // EPYC" guest from another: the first CPU's, from Linux.
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find(|line| line.split(':').next().map(str::trim) == Some(name))
+            .and_then(|line| line.split_once(':'))
+            .map_or("unknown", |(_, value)| value.trim())
+    };
+    let cpu = format!(
+        "{} (family {}, model {})",
+        field("model name"),
+        field("cpu family"),
+        field("model")
+    );
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    vec![
+        format!("unix time: {unix_time}"),
+        format!("commit: {commit}"),
+        format!("cpu: {cpu}"),
+        format!(
+            "cpus: {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+        format!("rounds: {ROUNDS} x {CALLS} calls"),
+        format!("filters: {filters:?}"),
+    ]
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass nothing: run either way.
     println!(
         "paired rounds: {ROUNDS} x {CALLS} calls each; {} CPUs",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    // Every row also goes to a file of its own per run, for `benches/report.py --paired`.
+    let unix_time = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let record = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("paired")
+        .join(format!("run-{unix_time}.tsv"));
+    match support::rounds::record_to(&record, &run_header(unix_time)) {
+        Ok(()) => println!("rows recorded in {}", record.display()),
+        Err(error) => println!("rows not recorded ({}): {error}", record.display()),
+    }
     let unlimited = Quota::per_second(1_000_000_000)
         .unwrap()
         .with_burst(1_000_000_000)

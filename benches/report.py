@@ -1,17 +1,32 @@
 #!/usr/bin/env python3
-"""Prints the medians of the last `cargo bench` run and the ratios that matter, side by side.
+"""Prints the figures of a benchmark run, and draws the plots that the README shows.
 
+    cargo bench --bench paired && python3 benches/report.py --paired
     cargo bench --bench direct --bench keyed && python3 benches/report.py
 
+With `--paired [FILE]`: the rows of a run of `benches/paired.rs` (the latest one that it recorded
+under target/tmp/paired/, or FILE), and two plots of them, as SVG files beside the record (or in
+`--out DIR`): `<run>-vs-governor.svg`, tollgate's decisions per second over governor's in each
+row that compares them, and `<run>-vs-floor.svg`, tollgate's time per check over the hardware
+floor's. The plots are drawn from the record alone, so the same record always gives the same
+files. Without it: the medians of the last criterion run (`benches/direct.rs`, `keyed.rs`) and
+the ratios that matter.
+
 Ratios, not times, are the figures to quote: the machines these run on are shared and noisy, and
-a ratio of two benchmarks from the same run cancels most of that noise.
+a ratio of two measurements from the same run cancels most of that noise.
 """
+import argparse
+import datetime
 import glob
 import json
 import os
+import re
 import sys
+from xml.sax.saxutils import escape
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "criterion")
+TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target")
+ROOT = os.path.join(TARGET, "criterion")
+PAIRED = os.path.join(TARGET, "tmp", "paired")
 
 # (label, numerator, denominator): numerator / denominator, lower is better for tollgate.
 RATIOS = [
@@ -35,7 +50,7 @@ def medians():
     return found
 
 
-def main():
+def criterion_report():
     m = medians()
     if not m:
         sys.exit("no criterion results under target/criterion: run `cargo bench` first")
@@ -72,6 +87,171 @@ def main():
             print(f"{label:55s} {m[num] / m[den]:10.2f}x")
     if print_scaling:
         print(f"{print_scaling[0]:55s} {print_scaling[1]:10.2f}x")
+
+
+# The paired rows that compare tollgate with governor (time ratio tollgate / governor), and the
+# label each gets in the plot. Rows are plotted in the order the run made them.
+VS_GOVERNOR = [
+    (r"allow: tollgate gcra / governor", "direct check, admitting"),
+    (r"deny:  tollgate gcra / governor", "direct check, denying"),
+    (r"allow, (\d+) threads: tollgate / governor", r"direct, \1 threads on one limiter, admitting"),
+    (r"keyed (\S+) (uniform|zipf): tollgate / governor", r"keyed, \1 keys, \2: check_key"),
+    (r"keyed (\S+) (uniform|zipf): tollgate check_keys \(batches of (\d+)\) / governor",
+     r"keyed, \1 keys, \2: check_keys, batches of \3"),
+    (r"keyed (\S+) (uniform|zipf): coarse clocks, tollgate / governor",
+     r"keyed, \1 keys, \2: check_key, coarse clocks"),
+    (r"keyed distinct keys, (\d+) threads: tollgate / governor", r"keyed, distinct keys, \1 threads"),
+    (r"keyed hot key, (\d+) threads: allow, tollgate / governor", r"keyed, one hot key, \1 threads, admitting"),
+    (r"keyed hot key, (\d+) threads: deny, tollgate / governor", r"keyed, one hot key, \1 threads, denying"),
+]
+
+# The rows that compare tollgate with a floor: the least that the same memory traffic (or the
+# same clock read and compare-and-swap) costs.
+VS_FLOOR = [
+    (r"allow: tollgate gcra / floor \(clock \+ CAS\)", "direct check / clock read + CAS"),
+    (r"keyed (\S+) (uniform|zipf): tollgate / floor \(clock \+ CAS of a random slot\)",
+     r"keyed, \1 keys, \2 / clock + CAS of a random slot"),
+    (r"keyed (\S+) (uniform|zipf): tollgate / two-line floor", r"keyed, \1 keys, \2 / two-line floor"),
+    (r"keyed 1M uniform: tollgate / one DRAM access", "keyed, 1M keys, uniform / one dependent DRAM read"),
+    (r"keyed distinct keys, (\d+) threads: tollgate / two-line floor",
+     r"keyed, distinct keys, \1 threads / two-line floor"),
+]
+
+
+def read_record(path):
+    """The header fields and rows of a record written by `benches/paired.rs`."""
+    header, rows = {}, []
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("# "):
+                key, sep, value = line[2:].partition(": ")
+                if sep:
+                    header[key] = value
+            elif line:
+                name, a, b, ratio, q1, q3 = line.split("\t")
+                rows.append((name, float(a), float(b), float(ratio), float(q1), float(q3)))
+    return header, rows
+
+
+def select(rows, patterns, invert):
+    """(label, value, low, high) for each row that a pattern names, in the run's order: the ratio
+    and its interquartile range, or their inverses (B's time over A's: how many times A's
+    throughput) with `invert`."""
+    picked = []
+    for name, _, _, ratio, q1, q3 in rows:
+        for pattern, label in patterns:
+            if re.fullmatch(pattern, name):
+                values = (1 / ratio, 1 / q3, 1 / q1) if invert else (ratio, q1, q3)
+                picked.append((re.sub(pattern, label, name),) + values)
+                break
+    return picked
+
+
+def svg_bars(title, subtitle, bars, lines, unit):
+    """A horizontal bar chart: a bar per (label, value, low, high), with a whisker from low to high
+    and the value written beside it, and a vertical rule per (x, caption) in `lines`."""
+    # Labels are sized at 6.6 pixels a character, a little over the average width of 12-pixel
+    # sans-serif text, so that the longest fits.
+    label_width = 20 + int(6.6 * max(len(label) for label, _, _, _ in bars))
+    plot_width, right = 420, 70
+    row, top, bottom = 22, 34 + 14 * len(subtitle) + 24, 40
+    width = label_width + plot_width + right
+    height = top + row * len(bars) + bottom
+    most = max([high for _, _, _, high in bars] + [x for x, _ in lines])
+    step = 0.5 if most <= 3 else 1 if most <= 8 else 2
+    limit = step * (int(most / step) + 1)
+    x = lambda v: label_width + plot_width * v / limit
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
+    ]
+    for i, text in enumerate(subtitle):
+        out.append(f'<text x="10" y="{40 + 14 * i}" font-size="11" fill="#555">{escape(text)}</text>')
+    axis = top + row * len(bars)
+    tick = 0.0
+    while tick <= limit + 1e-9:
+        out.append(f'<line x1="{x(tick):.1f}" y1="{top - 4}" x2="{x(tick):.1f}" y2="{axis}" '
+                   'stroke="#e4e4e4"/>')
+        out.append(f'<text x="{x(tick):.1f}" y="{axis + 16}" text-anchor="middle" '
+                   f'fill="#555">{tick:g}{unit}</text>')
+        tick += step
+    for i, (label, value, low, high) in enumerate(bars):
+        y = top + row * i
+        out.append(f'<text x="{label_width - 8}" y="{y + 15}" text-anchor="end">{escape(label)}</text>')
+        out.append(f'<rect x="{x(0):.1f}" y="{y + 4}" width="{x(value) - x(0):.1f}" height="14" '
+                   'fill="#4878a8"/>')
+        mid = y + 11
+        out.append(f'<line x1="{x(low):.1f}" y1="{mid}" x2="{x(high):.1f}" y2="{mid}" stroke="#222"/>')
+        for end in (low, high):
+            out.append(f'<line x1="{x(end):.1f}" y1="{mid - 4}" x2="{x(end):.1f}" y2="{mid + 4}" '
+                       'stroke="#222"/>')
+        out.append(f'<text x="{x(max(value, high)) + 5:.1f}" y="{y + 15}">{value:.2f}{unit}</text>')
+    for at, caption in lines:
+        out.append(f'<line x1="{x(at):.1f}" y1="{top - 4}" x2="{x(at):.1f}" y2="{axis}" '
+                   'stroke="#c03030" stroke-dasharray="5,3"/>')
+        out.append(f'<text x="{x(at):.1f}" y="{top - 8}" text-anchor="middle" fill="#c03030" '
+                   f'font-size="11">{escape(caption)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def paired_report(path, out_dir):
+    header, rows = read_record(path)
+    print(os.path.normpath(path))
+    for key, value in header.items():
+        print(f"  {key}: {value}")
+    print()
+    print(f"{'row (A / B)':72s} {'A':>9s} {'B':>9s} {'A / B':>7s}  IQR")
+    for name, a, b, ratio, q1, q3 in rows:
+        print(f"{name:72s} {a:6.2f} ns {b:6.2f} ns {ratio:7.3f}  {q1:.3f} .. {q3:.3f}")
+    when = datetime.datetime.fromtimestamp(int(header.get("unix time", "0")), datetime.timezone.utc)
+    rounds = header.get("rounds", "?").split(" ")[0]
+    subtitle = [
+        f"One run of `cargo bench --bench paired`, {when:%Y-%m-%d}, at {header.get('commit', '?')}, "
+        f"on {header.get('cpus', '?')} CPUs of {header.get('cpu', '?')}.",
+        f"Each bar is the median of {rounds} ratios, one per round, in which the two sides were timed "
+        "one after the other;",
+        "the whisker spans the middle half of the ratios.",
+    ]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    out_dir = out_dir or os.path.dirname(os.path.abspath(path))
+    os.makedirs(out_dir, exist_ok=True)
+    charts = [
+        ("vs-governor", "tollgate's decisions per second, over governor's (higher is faster)",
+         select(rows, VS_GOVERNOR, invert=True), [(1, "governor"), (2, "2×")], "×"),
+        ("vs-floor", "tollgate's time per check, over the hardware floor's (lower is faster)",
+         select(rows, VS_FLOOR, invert=False), [(1, "the floor")], "×"),
+    ]
+    print()
+    for suffix, title, bars, lines, unit in charts:
+        if not bars:
+            print(f"no rows for {suffix} in this run: not drawn")
+            continue
+        target = os.path.join(out_dir, f"{stem}-{suffix}.svg")
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(svg_bars(title, subtitle, bars, lines, unit))
+        print(f"drew {target}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--paired", nargs="?", const="latest", metavar="FILE",
+                        help="a record of benches/paired.rs (default: the latest)")
+    parser.add_argument("--out", metavar="DIR", help="where the plots go (default: beside the record)")
+    args = parser.parse_args()
+    if args.paired is None:
+        criterion_report()
+        return
+    path = args.paired
+    if path == "latest":
+        runs = glob.glob(os.path.join(PAIRED, "run-*.tsv"))
+        if not runs:
+            sys.exit("no record under target/tmp/paired: run `cargo bench --bench paired` first")
+        path = max(runs, key=lambda run: int(re.search(r"run-(\d+)", run).group(1)))
+    paired_report(path, args.out)
 
 
 if __name__ == "__main__":

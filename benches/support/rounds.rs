@@ -4,7 +4,11 @@
 //! and the figure reported is the median of the per-round ratios, with the spread of the middle
 //! half.
 
+use std::fs::File;
 use std::hint::black_box;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 /// Rounds per comparison.
@@ -53,6 +57,34 @@ pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64
     let r = median(&mut ratios);
     let (q1, q3) = (ratios[ROUNDS / 4], ratios[3 * ROUNDS / 4]);
     println!("{name:44} {ma:7.2} ns vs {mb:7.2} ns   ratio {r:5.3}  (IQR {q1:5.3} .. {q3:5.3})");
+    if let Some(record) = RECORD.get() {
+        let mut record = record.lock().unwrap();
+        writeln!(record, "{name}\t{ma:.3}\t{mb:.3}\t{r:.4}\t{q1:.4}\t{q3:.4}")
+            .and_then(|()| record.flush())
+            .expect("writing the run's record");
+    }
+}
+
+/// The file that [`paired`] also writes each row to, once [`record_to`] has named it.
+static RECORD: OnceLock<Mutex<BufWriter<File>>> = OnceLock::new();
+
+/// Makes [`paired`] write each row to `path` too, as a line of tab-separated fields (the name,
+/// the median times of A and B in nanoseconds, the median ratio and its quartiles), after
+/// `header` (lines that say which run this is, each written as a `#` comment). For
+/// `benches/report.py --paired`, which prints a run's rows and draws its plots.
+pub fn record_to(path: &Path, header: &[String]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = BufWriter::new(File::create(path)?);
+    for line in header {
+        writeln!(file, "# {line}")?;
+    }
+    writeln!(file, "# name\ta_ns\tb_ns\tratio\tq1\tq3")?;
+    file.flush()?;
+    RECORD
+        .set(Mutex::new(file))
+        .map_err(|_| std::io::Error::other("a run is recorded to one file"))
 }
 
 /// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
