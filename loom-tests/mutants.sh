@@ -2,7 +2,7 @@
 # Checks that the loom models have teeth: breaks the keyed table's protocol one way at a time
 # (one of its three fences weakened or dropped, a rule of an insert's validation skipped, a
 # decision's compare-and-swap retried on a word that holds no state of its key: another key's, or
-# a reservation of its own), runs the models, and expects some model to fail. Restores the source
+# a reservation of its own; a reset of every key that decides on reservations), runs the models, and expects some model to fail. Restores the source
 # afterwards, whatever happens.
 #
 #   loom-tests/mutants.sh        # about 4.5 minutes on a 2-core VM (274 s in `.ci/run`)
@@ -55,6 +55,8 @@ mutant "a decision that retries its compare-and-swap on whatever word it finds (
     's/Err\(actual\) if tag_of\(actual\) == tag && state_of\(actual\) != RESERVED =>/Err(actual) if true =>/'
 mutant "a decision that retries its compare-and-swap on a reservation of its own key (no state yet)" \
     's/Err\(actual\) if tag_of\(actual\) == tag && state_of\(actual\) != RESERVED =>/Err(actual) if tag_of(actual) == tag && state_of(actual) == RESERVED =>/'
+mutant "a reset of every key that decides on reservations too (publishing an insert's slot)" \
+    's/if tag != 0 && state_of\(word\) != RESERVED \{/if tag != 0 {/'
 mutant "the release fence after learning a tier dropped" \
     's/(fetch_min\(room, Relaxed\);\n\s*\}\n)\s*fence\(Release\);\n/$1/'
 mutant "the acquire fence before an eviction reads the tiers' room dropped" \

@@ -63,7 +63,7 @@
 //! never gets its quota back because others flooded in. GCRA tables take a per-call quota for
 //! tiers ([`KeyedRateLimiter::check_key_with`]), and forget one key on request
 //! ([`KeyedRateLimiter::reset_key`]: a block lifted, a login limit cleared by a successful
-//! login). A server that receives requests in batches can
+//! login) or every key ([`KeyedRateLimiter::reset`]). A server that receives requests in batches can
 //! decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full decision per
 //! request, [`KeyedRateLimiter::decide_keys`], and with a tier's quota per request too,
 //! [`KeyedRateLimiter::decide_keys_with`]), which overlaps their table lookups: over a table

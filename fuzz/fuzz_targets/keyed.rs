@@ -6,7 +6,8 @@
 //!   needs another's slot), time steps forwards and backwards. Every decision of the keyed
 //!   limiter must equal, field for field, that of a direct limiter per key; the keyed sliding log
 //!   must equal a reference log per key. A cost byte of 255 resets the key instead, in both
-//!   limiters: from then on it must decide as a new key, against a new reference.
+//!   limiters: from then on it must decide as a new key, against a new reference; 254 resets
+//!   every key, in both: from then on every key decides as a new one.
 //! - **many keys, a tiny table, time that only moves forwards**, under the overflow policy the
 //!   input picks: slots are reused, keys overflow, and (under eviction) entries are evicted.
 //!   `tollgate::reference::KeyedDifferential` checks every request against one direct limiter
@@ -131,6 +132,8 @@ fn quota(limit: u8, period_ms: u16, burst: u8) -> Option<Quota> {
 
 /// The cost byte that stands for a reset of the key instead of a request.
 const RESET: u8 = u8::MAX;
+/// The cost byte that stands for a reset of every key, in the few-keys regime.
+const RESET_ALL: u8 = u8::MAX - 1;
 
 fn run<A: Algorithm + Clone>(
     algorithm: A,
@@ -237,6 +240,19 @@ fn few_keys<A: Algorithm + Clone>(
             direct.insert(key, RateLimiter::with_clock(algorithm.clone(), &clock));
             references.insert(key, SlidingLog::new(quota));
             assert_eq!(keyed.peek_key(&key), direct[&key].peek());
+            continue;
+        }
+        if cost == RESET_ALL {
+            keyed.reset();
+            logs.reset();
+            direct.clear();
+            references.clear();
+            let fresh = RateLimiter::with_clock(algorithm.clone(), &clock).peek();
+            for key in 0..8 {
+                assert_eq!(keyed.peek_key(&key), fresh);
+                assert_eq!(logs.peek_key(&key).remaining(), limit);
+            }
+            assert_eq!(logs.stats().occupied, 0);
             continue;
         }
         let cost = cost as u64 % (limit.max(quota.burst()) + 2);

@@ -14,6 +14,8 @@
 //!   reservation killed, the key published elsewhere, and its slot wanted by the third.
 //! - a reset of key X racing a decision on X's slot, the insert of X, or the reuse of X's idle
 //!   slot by key Y;
+//! - a reset of every key racing a decision on a live key, or the reuse of an idle slot by a new
+//!   key;
 //! - a key's first request under a stricter tier racing a new key that needs room (the tier's
 //!   room, learned by one thread, must judge the other's eviction).
 //!
@@ -475,6 +477,60 @@ fn reset_races_the_reuse_of_its_idle_slot() {
         assert_eq!(limiter.peek_key(&Y).remaining(), 0, "Y's admission kept");
         assert_eq!(limiter.peek_key(&X).remaining(), 1, "X forgotten");
         assert_eq!(limiter.peek_key(&C).remaining(), 0, "C untouched");
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 1, 0));
+    });
+}
+
+fn spawn_reset_all(limiter: &Arc<Limiter>) -> thread::JoinHandle<()> {
+    let limiter = Arc::clone(limiter);
+    thread::spawn(move || limiter.reset())
+}
+
+#[test]
+fn reset_of_every_key_races_a_decision() {
+    loom::model(|| {
+        // Three per hour: nothing goes idle while the model runs.
+        let limiter = table(Quota::per_hour(3).unwrap());
+        limiter.check_key(&C).unwrap();
+        limiter.check_key(&A).unwrap();
+        let decider = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.decide_key(&A, 1).unwrap())
+        };
+        let resetter = spawn_reset_all(&limiter);
+        let decision = decider.join().unwrap();
+        resetter.join().unwrap();
+        // A's reset is one more decision on its slot, ordered with the other, as for
+        // `reset_key`; C, which nothing else touched, is forgotten.
+        assert!(decision.is_allowed());
+        let after = limiter.peek_key(&A).remaining();
+        match decision.remaining() {
+            1 => assert_eq!(after, 3, "the request, then the reset"),
+            2 => assert_eq!(after, 2, "the reset, then the request"),
+            other => panic!("remaining {other} after the request"),
+        }
+        assert_eq!(limiter.peek_key(&C).remaining(), 3, "C forgotten");
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 0, 0));
+    });
+}
+
+#[test]
+fn reset_of_every_key_races_the_reuse_of_an_idle_slot() {
+    loom::model(|| {
+        // The table is full, so Y needs X's idle slot.
+        let limiter = full_table_with_idle(X);
+        let (y, resetter) = (spawn_check(&limiter, Y), spawn_reset_all(&limiter));
+        assert!(y.join().unwrap());
+        resetter.join().unwrap();
+        // The walk finds X idle (and resets it), Y's reservation (and leaves it: its inserter
+        // decides on the fresh state), or Y published (and resets it): Y's admission is kept or
+        // forgotten, nothing else, and Y holds one slot either way.
+        let y_after = limiter.peek_key(&Y).remaining();
+        assert!(y_after == 0 || y_after == 1, "Y remaining {y_after}");
+        assert_eq!(limiter.peek_key(&X).remaining(), 1, "X forgotten");
+        assert_eq!(limiter.peek_key(&C).remaining(), 1, "C forgotten");
         let stats = limiter.stats();
         assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 1, 0));
     });

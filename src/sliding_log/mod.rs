@@ -409,6 +409,31 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         lock(self.shard(hash)).remove(hash);
     }
 
+    /// Forgets what every key has consumed: drops every log, so that each key's next request is
+    /// decided as a new key's. For a log that cannot be replaced (shared in an `Arc` or a
+    /// `static`) when an operator lifts every block at once.
+    ///
+    /// One shard at a time, each under its lock: a request racing the call is decided either
+    /// before its key's shard is cleared (and then forgotten) or after it. Requests that begin
+    /// after the call returns see every key as it left them. The shards keep their maps' room,
+    /// so no memory is allocated again; the counters of [`stats`](Self::stats) keep counting.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::<str>::builder(&Quota::per_hour(1).unwrap()).build().unwrap();
+    /// log.check_key("alice").unwrap();
+    /// log.check_key("bob").unwrap();
+    /// log.reset();
+    /// assert_eq!(log.peek_key("alice").remaining(), 1);
+    /// assert_eq!(log.peek_key("bob").remaining(), 1);
+    /// assert_eq!(log.stats().occupied, 0);
+    /// ```
+    pub fn reset(&self) {
+        for shard in self.shards.iter() {
+            lock(shard).clear();
+        }
+    }
+
     /// Keys held, and how often room had to be made.
     ///
     /// ```

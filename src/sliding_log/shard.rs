@@ -242,6 +242,12 @@ impl Shard {
         }
     }
 
+    /// Drops every log, keeping the map's room and the counters.
+    pub(super) fn clear(&mut self) {
+        self.logs.clear();
+        (self.least_recent, self.most_recent) = (None, None);
+    }
+
     /// Takes `key`'s log out of the write order (it stays in the map), joining its neighbours.
     fn unlink(&mut self, key: u64) {
         let Entry { older, newer, .. } = *self.entry(key);

@@ -55,6 +55,9 @@
 //! - **Reset** (the key is forgotten on request): a decision whose new state is the fresh word,
 //!   on the key's live slot if it has one; the slot stays the key's, idle. A key with only a
 //!   reservation is not waited for: its inserter decides on the fresh state anyway.
+//!   A reset of every key is the same decision on each live slot in turn, found by walking the
+//!   table: a slot that has changed hands since the walk loaded it is left alone (its old key
+//!   went idle or was evicted, fresh either way; its new one arrived during the walk).
 //! - **Overflow**: neither group has an empty or idle slot. The limiter's policy applies: deny,
 //!   allow without recording, or evict the least-constrained entry (one that still has capacity,
 //!   closest to its reset), never one that is being limited. A slot does not say which quota its
@@ -414,6 +417,36 @@ impl Table {
             }
             // The slot went to another key under us (ours was idle): look again, in case the
             // key was inserted elsewhere since.
+        }
+    }
+
+    /// Puts every key back to the fresh state: [`reset`](Table::reset) of each live slot in turn,
+    /// found by walking the table instead of by a key's probe. Never inserts, empties or claims a
+    /// slot: each key that has a slot keeps it, idle.
+    ///
+    /// Each slot's reset is a decision on it, ordered with the key's other decisions. A slot whose
+    /// compare-and-swap finds another key's tag, a reservation or a tombstone is left as it is:
+    /// the key that held it had gone idle or been evicted (fresh either way) since the walk loaded
+    /// it, and whatever holds the slot now was put there during the walk, after a moment at which
+    /// its key was absent, which is that key's reset. Reservations are skipped for the same reason
+    /// as in `reset`: their inserter decides on the fresh state. So each key is fresh at some
+    /// moment during the walk, and decisions racing it fall on either side of that moment.
+    pub(crate) fn reset_all(&self) {
+        match self.native {
+            Some(native) => self.reset_all_with(native),
+            None => self.reset_all_with(Portable),
+        }
+    }
+
+    fn reset_all_with<W: Wide>(&self, wide: W) {
+        let mut to_fresh = |_| ((), 0);
+        for slot in self.groups.iter().flat_map(|group| &group.slots) {
+            let word = wide.load(slot);
+            let tag = tag_of(word);
+            if tag != 0 && state_of(word) != RESERVED {
+                // `None`: the slot left the key under us; see above.
+                let _ = self.decide(wide, slot, word, tag, &mut to_fresh);
+            }
         }
     }
 
