@@ -5,7 +5,7 @@
 # a reservation of its own; a reset of every key that decides on reservations), runs the models, and expects some model to fail. Restores the source
 # afterwards, whatever happens.
 #
-#   loom-tests/mutants.sh        # about 4.5 minutes on a 2-core VM (274 s in `.ci/run`)
+#   loom-tests/mutants.sh        # about 6 minutes on a 2-core VM (374 s in `.ci/run`)
 #
 # Exits non-zero if a mutant survives (the models missed a broken protocol) or no longer applies
 # (the code moved: update its pattern). `.ci/run` runs it after the models. One change to the

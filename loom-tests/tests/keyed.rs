@@ -34,9 +34,11 @@
 //! release fence before the decision (the tier model, 2026-11-24, either break); a decision
 //! retrying its compare-and-swap on a reservation of its own key (the model of the slot that goes
 //! to another key and back, 2026-11-24: GCRA reads the reserved word as a schedule far ahead and
-//! denies a request that every correct interleaving admits). One break changed nothing
-//! observable, as expected: the higher reservation winning instead of the lower (any fixed order
-//! works).
+//! denies a request that every correct interleaving admits); a reset of every key that decides on
+//! an insert's reservation as on a live slot (the reuse model of the reset of every key,
+//! 2026-11-25: the inserter finds its reservation changed other than by a kill). One break
+//! changed nothing observable, as expected: the higher reservation winning instead of the lower
+//! (any fixed order works).
 #![cfg(tollgate_loom)]
 
 use std::hash::{BuildHasher, Hasher};
