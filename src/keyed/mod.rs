@@ -347,14 +347,14 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// (shared in an `Arc` or a `static`) when an operator lifts every block at once, or when what
     /// the keys consumed no longer counts.
     ///
-    /// Not for the request path: it visits every slot of the table (8.5 ms for a table of a
-    /// million keys, all of them live, on the benchmarks' 2-core VM). Other threads keep deciding while it runs; each key is put back to the fresh
-    /// state at some moment during the call, and a request for it racing the call is decided
-    /// either before that moment (and then forgotten) or after it. Requests that begin after the
-    /// call returns see every key as it left them. The table's slots stay occupied by their keys,
-    /// idle, free for new keys; the counters of [`stats`](Self::stats) keep counting; and a GCRA
-    /// table keeps judging its entries by every tier's quota it has learned (see
-    /// [`check_key_with`](KeyedRateLimiter::check_key_with)).
+    /// Not for the request path: it visits every slot of the table (8.5 ms for a table of a million
+    /// keys, all of them live, on the benchmarks' 2-core VM). Other threads keep deciding while it
+    /// runs; each key is put back to the fresh state at some moment during the call, and a request
+    /// for it racing the call is decided either before that moment (and then forgotten) or after
+    /// it. When the call returns, every key holds only what was admitted after its own reset. The
+    /// table's slots stay occupied by their keys, idle, free for new keys; the counters of
+    /// [`stats`](Self::stats) keep counting; and a GCRA table keeps judging its entries by every
+    /// tier's quota it has learned (see [`check_key_with`](KeyedRateLimiter::check_key_with)).
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};

@@ -413,10 +413,10 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// decided as a new key's. For a log that cannot be replaced (shared in an `Arc` or a
     /// `static`) when an operator lifts every block at once.
     ///
-    /// One shard at a time, each under its lock: a request racing the call is decided either
-    /// before its key's shard is cleared (and then forgotten) or after it. Requests that begin
-    /// after the call returns see every key as it left them. The shards keep their maps' room,
-    /// so no memory is allocated again; the counters of [`stats`](Self::stats) keep counting.
+    /// One shard at a time, each under its lock: a request racing the call is decided either before
+    /// its key's shard is cleared (and then forgotten) or after it. When the call returns, every
+    /// key holds only what was admitted after its shard was cleared. The shards keep their maps'
+    /// room, so no memory is allocated again; the counters of [`stats`](Self::stats) keep counting.
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
