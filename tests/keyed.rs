@@ -157,18 +157,20 @@ proptest! {
 
     /// Many keys, time that only moves forwards, overflows allowed or denied: slots of idle keys
     /// are reused, and a reused key's state is equivalent to fresh, so every decision still
-    /// equals that of its key's own limiter, for each algorithm; one op in 20 is a reset.
+    /// equals that of its key's own limiter, for each algorithm; one op in 20 is a reset of its
+    /// key, one in 400 of every key.
     #[test]
-    fn reuse_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, deny in any::<bool>(), ops in prop::collection::vec((0u16..600, 0u16..40, prop_oneof![19 => 0u64..4, 1 => Just(RESET)]), 1..2_000)) {
+    fn reuse_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, deny in any::<bool>(), ops in prop::collection::vec((0u16..600, 0u16..40, prop_oneof![379 => 0u64..4, 20 => Just(RESET), 1 => Just(RESET_ALL)]), 1..2_000)) {
         let overflow = if deny { Overflow::Deny } else { Overflow::Allow };
         many_keys_replay_with(algorithm, overflow, seed, &ops)?;
     }
 
     /// Many keys under eviction, time that only moves forwards: every recorded decision equals
     /// its key's own limiter's, and each eviction changes exactly one other key, one that was
-    /// not being limited, back to fresh, for each algorithm; one op in 20 is a reset.
+    /// not being limited, back to fresh, for each algorithm; one op in 20 is a reset of its key,
+    /// one in 200 of every key.
     #[test]
-    fn eviction_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![19 => 0u64..4, 1 => Just(RESET)]), 1..600)) {
+    fn eviction_under_monotone_time_is_exact(seed in any::<u64>(), algorithm in 0..3usize, ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![189 => 0u64..4, 10 => Just(RESET), 1 => Just(RESET_ALL)]), 1..600)) {
         many_keys_replay_with(algorithm, Overflow::EvictLeastConstrained, seed, &ops)?;
     }
 
@@ -177,13 +179,14 @@ proptest! {
     /// own through `decide_key`. Whichever leaves the least time after one request, no key
     /// being limited under its own quota is evicted: the table judges entries by its own quota
     /// and every tier's it has been asked with. [`KeyedDifferential`] checks every request as
-    /// the replays above do, each key against a limiter of its own quota.
+    /// the replays above do, each key against a limiter of its own quota; one op in 20 is a
+    /// reset of its key, one in 200 of every key.
     #[test]
     fn tiers_under_reuse_overflow_and_eviction_are_exact(
         seed in any::<u64>(),
         policy in 0..3usize,
         quotas in prop::array::uniform3((1u64..6, 100u64..3_000, 1u64..6)),
-        ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![19 => 0u64..7, 1 => Just(RESET)]), 1..600),
+        ops in prop::collection::vec((0u16..300, prop_oneof![150 => 0u16..8, 1 => 0u16..3_000], prop_oneof![189 => 0u64..7, 10 => Just(RESET_TIERED), 1 => Just(RESET_ALL_TIERED)]), 1..600),
     ) {
         let [own, tiers @ ..] = quotas.map(|(limit, period_ms, burst)| {
             let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
@@ -196,6 +199,7 @@ proptest! {
             clock.advance(Duration::from_millis(step_ms as u64));
             let checked = match (cost, key % 3) {
                 (RESET_TIERED, _) => diff.reset(&key),
+                (RESET_ALL_TIERED, _) => diff.reset_all(),
                 (_, 2) => diff.step(&key, cost).map(drop),
                 (_, tier) => diff.step_with(&key, &tiers[tier as usize], cost).map(drop),
             };
@@ -204,9 +208,10 @@ proptest! {
     }
 }
 
-/// The cost that stands for a reset in the tiers' replay: past every burst it draws (up to 5,
-/// and 6 is the error of one too many).
+/// The costs that stand for a reset of the key, and of every key, in the tiers' replay: past
+/// every burst it draws (up to 5, and 6 is the error of one too many).
 const RESET_TIERED: u64 = 7;
+const RESET_ALL_TIERED: u64 = 8;
 
 /// A table of 64 keys' capacity (96 slots: 12 groups) under `overflow`, for the replays of many
 /// keys below.
@@ -232,7 +237,8 @@ fn small_table<A: Algorithm>(
 /// overflow unrecorded and decided as its policy says, and no other key changed except by an
 /// eviction, exactly one per eviction and never a key being limited. Costs run from 0 (a peek,
 /// which never inserts) to past the capacity (an error for both); a cost of [`RESET`] resets the
-/// key instead, which must leave it fresh and every other key and counter as they were. Returns
+/// key instead, which must leave it fresh and every other key and counter as they were, and
+/// [`RESET_ALL`] every key, which must leave them all fresh and every counter as it was. Returns
 /// the table's counters.
 fn many_keys_replay<A: Algorithm + Clone>(
     algorithm: A,
@@ -245,19 +251,21 @@ fn many_keys_replay<A: Algorithm + Clone>(
     for &(key, step_ms, cost) in ops {
         clock.advance(Duration::from_millis(step_ms as u64));
         // The table's answer itself is what the differential has checked.
-        let checked = if cost == RESET {
-            diff.reset(&key)
-        } else {
-            diff.step(&key, cost).map(drop)
+        let checked = match cost {
+            RESET => diff.reset(&key),
+            RESET_ALL => diff.reset_all(),
+            _ => diff.step(&key, cost).map(drop),
         };
         checked.map_err(|mismatch| TestCaseError::fail(mismatch.to_string()))?;
     }
     Ok(diff.limiter().stats())
 }
 
-/// The cost that stands for a reset in [`many_keys_replay`]'s ops: past every cost its
-/// algorithms are asked for (they admit 2, and 3 is the error of one too many).
+/// The costs that stand for a reset of the key, and of every key, in [`many_keys_replay`]'s ops:
+/// past every cost its algorithms are asked for (they admit 2, and 3 is the error of one too
+/// many).
 const RESET: u64 = 4;
+const RESET_ALL: u64 = 5;
 
 /// [`many_keys_replay`] of the algorithm numbered `algorithm` (GCRA, the sliding window, the fixed
 /// window), each admitting 2 every 2 s (GCRA: one a second, bursts of 2): a key that spends its

@@ -14,7 +14,9 @@
 //!   per key: every recorded decision field for field; an overflow concerns a key that was
 //!   absent and is recorded nowhere; every other key keeps its state, except that each eviction
 //!   changes exactly one key, one that was not being limited, back to fresh. A cost byte of 255
-//!   resets the key instead: it must peek as fresh after it, and no other key or counter move.
+//!   resets the key instead: it must peek as fresh after it, and no other key or counter move;
+//!   254 resets every key: each must peek as fresh after it, and no counter move (also in the
+//!   tiers regime).
 //! - **tiers** (GCRA): as many keys, a third of them under the table's own quota (the input's)
 //!   and a third under each of two more quotas from the input, decided with `decide_key_with`;
 //!   `KeyedDifferential` checks each key against a limiter of its own quota, evictions included
@@ -132,7 +134,7 @@ fn quota(limit: u8, period_ms: u16, burst: u8) -> Option<Quota> {
 
 /// The cost byte that stands for a reset of the key instead of a request.
 const RESET: u8 = u8::MAX;
-/// The cost byte that stands for a reset of every key, in the few-keys regime.
+/// The cost byte that stands for a reset of every key (in every regime but the batches).
 const RESET_ALL: u8 = u8::MAX - 1;
 
 fn run<A: Algorithm + Clone>(
@@ -181,6 +183,7 @@ fn tiers(
         let key = key % 64;
         let checked = match (cost, key % 3) {
             (RESET, _) => diff.reset(&key),
+            (RESET_ALL, _) => diff.reset_all(),
             (_, 2) => diff.step(&key, cost as u64 % (quota.burst() + 2)).map(drop),
             (_, tier) => {
                 let tier = &tiers[tier as usize];
@@ -292,11 +295,12 @@ fn many_keys<A: Algorithm + Clone>(
     let mut diff = KeyedDifferential::new(table(algorithm, 8, overflow, &clock, hasher));
     for &(key, step, cost) in ops {
         clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
-        let checked = if cost == RESET {
-            diff.reset(&(key % 64))
-        } else {
-            diff.step(&(key % 64), cost as u64 % (capacity + 2))
-                .map(drop)
+        let checked = match cost {
+            RESET => diff.reset(&(key % 64)),
+            RESET_ALL => diff.reset_all(),
+            _ => diff
+                .step(&(key % 64), cost as u64 % (capacity + 2))
+                .map(drop),
         };
         if let Err(mismatch) = checked {
             panic!("{mismatch}");

@@ -28,7 +28,9 @@ use crate::store::Overflow;
 /// - every other key's peek equals its limiter's, except that each eviction changes exactly one
 ///   key, one that had capacity left (it was not being limited), back to fresh.
 /// - a reset ([`reset`](KeyedDifferential::reset)) leaves its key fresh, every other key as it
-///   was, and every counter where it was.
+///   was, and every counter where it was; a reset of every key
+///   ([`reset_all`](KeyedDifferential::reset_all)) leaves every key fresh and every counter
+///   where it was.
 ///
 /// In a GCRA table, [`step_with`](KeyedDifferential::step_with) decides a request under a tier's
 /// quota instead ([`KeyedRateLimiter::decide_key_with`]): each key is then checked, by all of
@@ -273,6 +275,58 @@ where
         if !changed.is_empty() {
             let keys: Vec<&K> = changed.iter().map(|(k, _, _)| k).collect();
             return at.fail(format!("keys {keys:?} changed"));
+        }
+        Ok(())
+    }
+
+    /// Resets every key on the table ([`KeyedRateLimiter::reset`]), and checks that every key
+    /// peeks as fresh afterwards (each under its own algorithm, a tier's or the table's) and
+    /// that no counter moved (a reset inserts, reuses, evicts and overflows nothing). Every
+    /// limiter is dropped: every key is fresh from here on, in the table as in the reference.
+    ///
+    /// # Errors
+    ///
+    /// The first key that does not peek as fresh, described with the step number and time; a
+    /// counter that moved; or a clock that went back since the last step.
+    ///
+    /// ```
+    /// use tollgate::reference::KeyedDifferential;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let clock = ManualClock::new();
+    /// let table = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(5).unwrap()))
+    ///     .clock(&clock)
+    ///     .build()
+    ///     .unwrap();
+    /// let mut diff = KeyedDifferential::new(table);
+    /// diff.step(&1, 5).unwrap();
+    /// diff.step(&2, 3).unwrap();
+    /// diff.reset_all().unwrap();
+    /// assert_eq!(diff.limiter().peek_key(&1).remaining(), 5);
+    /// assert_eq!(diff.limiter().peek_key(&2).remaining(), 5);
+    /// ```
+    pub fn reset_all(&mut self) -> Result<(), Mismatch> {
+        let at = self.begin("reset of every key".into())?;
+        let before = self.keyed.stats();
+        self.keyed.reset();
+        let after = self.keyed.stats();
+        if after != before {
+            return at.fail(format!("the counters moved from {before:?} to {after:?}"));
+        }
+        // Keys not held are fresh in the reference already; a later step on one checks the
+        // table's state of it.
+        let held: Vec<(K, A)> = self
+            .held
+            .drain()
+            .map(|(key, limiter)| (key, limiter.algorithm().clone()))
+            .collect();
+        for (key, algorithm) in held {
+            let fresh_peek = self.fresh(algorithm.clone()).peek();
+            let peek = self.peek(&key, &algorithm);
+            if peek != fresh_peek {
+                return at.fail(format!(
+                    "key {key:?} peeks as {peek:?} after the reset of every key, not fresh"
+                ));
+            }
         }
         Ok(())
     }
