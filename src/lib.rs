@@ -63,10 +63,10 @@
 //! never gets its quota back because others flooded in. GCRA tables take a per-call quota for
 //! tiers ([`KeyedRateLimiter::check_key_with`]), and forget one key on request
 //! ([`KeyedRateLimiter::reset_key`]: a block lifted, a login limit cleared by a successful
-//! login) or every key ([`KeyedRateLimiter::reset`]). A server that receives requests in batches can
-//! decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full decision per
-//! request, [`KeyedRateLimiter::decide_keys`], and with a tier's quota per request too,
-//! [`KeyedRateLimiter::decide_keys_with`]), which overlaps their table lookups: over a table
+//! login) or every key ([`KeyedRateLimiter::reset`]). A server that receives requests in
+//! batches can decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full
+//! decision per request, [`KeyedRateLimiter::decide_keys`], and with a tier's quota per request
+//! too, [`KeyedRateLimiter::decide_keys_with`]), which overlaps their table lookups: over a table
 //! larger than the caches, a fraction of a memory latency per key instead of one.
 //!
 //! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
