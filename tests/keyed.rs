@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, O
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::time::Duration;
 
+mod common;
+
 use proptest::prelude::*;
 use tollgate::reference::{
     FixedWindowCounter, KeyedDifferential, Model, SlidingWindowCounter, VirtualScheduling,
@@ -793,45 +795,14 @@ fn a_reset_of_every_key_racing_requests_gives_each_its_burst_once() {
     }
     let before = limiter.stats();
     assert_eq!(before.overflows, 0);
-    for round in 0..ROUNDS {
-        let (done, barrier) = (AtomicBool::new(false), Barrier::new(THREADS as usize + 1));
-        let admitted: Vec<Vec<u64>> = std::thread::scope(|s| {
-            let checkers: Vec<_> = (0..THREADS)
-                .map(|t| {
-                    let (limiter, done, barrier) = (&limiter, &done, &barrier);
-                    s.spawn(move || {
-                        let mut admitted = vec![0; KEYS as usize];
-                        let check = |admitted: &mut [u64], i: u64| {
-                            let ok = limiter.check_key(&(t * KEYS + i)).is_ok();
-                            admitted[i as usize] += u64::from(ok);
-                            ok
-                        };
-                        barrier.wait();
-                        while !done.load(SeqCst) {
-                            for i in 0..KEYS {
-                                check(&mut admitted, i);
-                            }
-                        }
-                        // The reset is over: take what is left of every key.
-                        for i in 0..KEYS {
-                            while check(&mut admitted, i) {}
-                        }
-                        admitted
-                    })
-                })
-                .collect();
-            barrier.wait();
-            limiter.reset();
-            done.store(true, SeqCst);
-            checkers.into_iter().map(|c| c.join().unwrap()).collect()
-        });
-        for (t, counts) in admitted.iter().enumerate() {
-            for (i, &n) in counts.iter().enumerate() {
-                let key = t as u64 * KEYS + i as u64;
-                assert_eq!(n, BURST, "round {round}, key {key}");
-            }
-        }
-    }
+    common::reset_of_every_key_races_requests(
+        THREADS,
+        KEYS,
+        BURST,
+        ROUNDS,
+        |key| limiter.check_key(&key).is_ok(),
+        || limiter.reset(),
+    );
     assert_eq!(limiter.stats(), before, "no slot changed hands");
 }
 

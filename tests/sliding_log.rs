@@ -1,9 +1,10 @@
 //! The keyed exact sliding log against the reference model, and its bounded memory.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Barrier;
 use std::time::Duration;
+
+mod common;
 
 use proptest::prelude::*;
 use tollgate::reference::{Model, SlidingLog};
@@ -590,11 +591,11 @@ fn threads_get_exact_counts() {
 /// shards.)
 #[test]
 fn a_reset_of_every_key_racing_requests_gives_each_its_limit_once() {
-    const THREADS: u32 = 4;
-    const KEYS: u32 = 5_000; // per thread
-    const LIMIT: u32 = 2;
+    const THREADS: u64 = 4;
+    const KEYS: u64 = 5_000; // per thread
+    const LIMIT: u64 = 2;
     let clock = ManualClock::new();
-    let log = KeyedSlidingLog::<u32>::builder(&Quota::per_hour(LIMIT.into()).unwrap())
+    let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(LIMIT).unwrap())
         // Room to spare: a shard holds its share of the capacity, and hashes do not split the
         // keys evenly.
         .capacity((2 * THREADS * KEYS) as usize)
@@ -602,47 +603,16 @@ fn a_reset_of_every_key_racing_requests_gives_each_its_limit_once() {
         .build()
         .unwrap();
     for key in 0..THREADS * KEYS {
-        log.check_key_n(&key, LIMIT.into()).unwrap();
+        log.check_key_n(&key, LIMIT).unwrap();
     }
-    for round in 0..10 {
-        let (done, barrier) = (AtomicBool::new(false), Barrier::new(THREADS as usize + 1));
-        let admitted: Vec<Vec<u32>> = std::thread::scope(|s| {
-            let checkers: Vec<_> = (0..THREADS)
-                .map(|t| {
-                    let (log, done, barrier) = (&log, &done, &barrier);
-                    s.spawn(move || {
-                        let mut admitted = vec![0; KEYS as usize];
-                        let check = |admitted: &mut [u32], i: u32| {
-                            let ok = log.check_key(&(t * KEYS + i)).is_ok();
-                            admitted[i as usize] += u32::from(ok);
-                            ok
-                        };
-                        barrier.wait();
-                        while !done.load(SeqCst) {
-                            for i in 0..KEYS {
-                                check(&mut admitted, i);
-                            }
-                        }
-                        // The reset is over: take what is left of every key.
-                        for i in 0..KEYS {
-                            while check(&mut admitted, i) {}
-                        }
-                        admitted
-                    })
-                })
-                .collect();
-            barrier.wait();
-            log.reset();
-            done.store(true, SeqCst);
-            checkers.into_iter().map(|c| c.join().unwrap()).collect()
-        });
-        for (t, counts) in admitted.iter().enumerate() {
-            for (i, &n) in counts.iter().enumerate() {
-                let key = t as u32 * KEYS + i as u32;
-                assert_eq!(n, LIMIT, "round {round}, key {key}");
-            }
-        }
-    }
+    common::reset_of_every_key_races_requests(
+        THREADS,
+        KEYS,
+        LIMIT,
+        10,
+        |key| log.check_key(&key).is_ok(),
+        || log.reset(),
+    );
     let stats = log.stats();
     assert_eq!(
         (

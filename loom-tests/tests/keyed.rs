@@ -419,9 +419,12 @@ fn three_inserts_of_one_key() {
     });
 }
 
-#[test]
-fn reset_races_a_decision_on_its_key() {
-    loom::model(|| {
+/// A decision on key A racing `reset` (of A, or of every key), in a table that also holds C:
+/// the reset is one more decision on A's slot, ordered with the other. Either the request came
+/// first (it saw A's earlier admission, and the reset then forgot both), or the reset did (the
+/// request was A's first since). C has `c_after` remaining afterwards.
+fn reset_races_a_decision(reset: fn(&Arc<Limiter>) -> thread::JoinHandle<()>, c_after: u64) {
+    loom::model(move || {
         // Three per hour: nothing goes idle while the model runs.
         let limiter = table(Quota::per_hour(3).unwrap());
         limiter.check_key(&C).unwrap();
@@ -430,12 +433,9 @@ fn reset_races_a_decision_on_its_key() {
             let limiter = Arc::clone(&limiter);
             thread::spawn(move || limiter.decide_key(&A, 1).unwrap())
         };
-        let resetter = spawn_reset(&limiter, A);
+        let resetter = reset(&limiter);
         let decision = decider.join().unwrap();
         resetter.join().unwrap();
-        // The reset is one more decision on A's slot, ordered with the other: either the
-        // request came first (it saw A's earlier admission, and the reset then forgot both), or
-        // the reset did (the request was A's first since).
         assert!(decision.is_allowed());
         let after = limiter.peek_key(&A).remaining();
         match decision.remaining() {
@@ -443,10 +443,16 @@ fn reset_races_a_decision_on_its_key() {
             2 => assert_eq!(after, 2, "the reset, then the request"),
             other => panic!("remaining {other} after the request"),
         }
-        assert_eq!(limiter.peek_key(&C).remaining(), 2, "C untouched");
+        assert_eq!(limiter.peek_key(&C).remaining(), c_after, "C");
         let stats = limiter.stats();
         assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 0, 0));
     });
+}
+
+#[test]
+fn reset_races_a_decision_on_its_key() {
+    // C untouched.
+    reset_races_a_decision(|limiter| spawn_reset(limiter, A), 2);
 }
 
 #[test]
@@ -491,31 +497,8 @@ fn spawn_reset_all(limiter: &Arc<Limiter>) -> thread::JoinHandle<()> {
 
 #[test]
 fn reset_of_every_key_races_a_decision() {
-    loom::model(|| {
-        // Three per hour: nothing goes idle while the model runs.
-        let limiter = table(Quota::per_hour(3).unwrap());
-        limiter.check_key(&C).unwrap();
-        limiter.check_key(&A).unwrap();
-        let decider = {
-            let limiter = Arc::clone(&limiter);
-            thread::spawn(move || limiter.decide_key(&A, 1).unwrap())
-        };
-        let resetter = spawn_reset_all(&limiter);
-        let decision = decider.join().unwrap();
-        resetter.join().unwrap();
-        // A's reset is one more decision on its slot, ordered with the other, as for
-        // `reset_key`; C, which nothing else touched, is forgotten.
-        assert!(decision.is_allowed());
-        let after = limiter.peek_key(&A).remaining();
-        match decision.remaining() {
-            1 => assert_eq!(after, 3, "the request, then the reset"),
-            2 => assert_eq!(after, 2, "the reset, then the request"),
-            other => panic!("remaining {other} after the request"),
-        }
-        assert_eq!(limiter.peek_key(&C).remaining(), 3, "C forgotten");
-        let stats = limiter.stats();
-        assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 0, 0));
-    });
+    // C, which nothing else touched, forgotten too.
+    reset_races_a_decision(spawn_reset_all, 3);
 }
 
 #[test]
