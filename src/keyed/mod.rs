@@ -347,8 +347,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// (shared in an `Arc` or a `static`) when an operator lifts every block at once, or when what
     /// the keys consumed no longer counts.
     ///
-    /// Not for the request path: it visits every slot of the table (8.5 ms for a table of a million
-    /// keys, all of them live, on the benchmarks' 2-core VM). Other threads keep deciding while it
+    /// Not for the request path: it visits every slot of the table, a few milliseconds for a
+    /// million keys (the simulated gateway, `cargo run --release --example simulate`, prints how
+    /// long it takes over its table of a million clients). Other threads keep deciding while it
     /// runs; each key is put back to the fresh state at some moment during the call, and a request
     /// for it racing the call is decided either before that moment (and then forgotten) or after
     /// it. When the call returns, every key holds only what was admitted after its own reset. The
