@@ -449,10 +449,6 @@ fn run_header(unix_time: u64) -> Vec<String> {
         field("cpu family"),
         field("model")
     );
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
     vec![
         format!("unix time: {unix_time}"),
         format!("commit: {commit}"),
@@ -462,7 +458,7 @@ fn run_header(unix_time: u64) -> Vec<String> {
             std::thread::available_parallelism().map_or(0, |n| n.get())
         ),
         format!("rounds: {ROUNDS} x {CALLS} calls"),
-        format!("filters: {filters:?}"),
+        format!("filters: {:?}", support::rounds::filters()),
     ]
 }
 

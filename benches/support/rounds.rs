@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::hint::black_box;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -58,15 +58,16 @@ pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64
     let (q1, q3) = (ratios[ROUNDS / 4], ratios[3 * ROUNDS / 4]);
     println!("{name:44} {ma:7.2} ns vs {mb:7.2} ns   ratio {r:5.3}  (IQR {q1:5.3} .. {q3:5.3})");
     if let Some(record) = RECORD.get() {
-        let mut record = record.lock().unwrap();
-        writeln!(record, "{name}\t{ma:.3}\t{mb:.3}\t{r:.4}\t{q1:.4}\t{q3:.4}")
-            .and_then(|()| record.flush())
+        // One write per row, so that a run stopped half way leaves every row it printed.
+        let row = format!("{name}\t{ma:.3}\t{mb:.3}\t{r:.4}\t{q1:.4}\t{q3:.4}\n");
+        (&*record.lock().unwrap())
+            .write_all(row.as_bytes())
             .expect("writing the run's record");
     }
 }
 
 /// The file that [`paired`] also writes each row to, once [`record_to`] has named it.
-static RECORD: OnceLock<Mutex<BufWriter<File>>> = OnceLock::new();
+static RECORD: OnceLock<Mutex<File>> = OnceLock::new();
 
 /// Makes [`paired`] write each row to `path` too, as a line of tab-separated fields (the name,
 /// the median times of A and B in nanoseconds, the median ratio and its quartiles), after
@@ -76,24 +77,28 @@ pub fn record_to(path: &Path, header: &[String]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut file = BufWriter::new(File::create(path)?);
+    let mut file = File::create(path)?;
     for line in header {
         writeln!(file, "# {line}")?;
     }
     writeln!(file, "# name\ta_ns\tb_ns\tratio\tq1\tq3")?;
-    file.flush()?;
     RECORD
         .set(Mutex::new(file))
         .map_err(|_| std::io::Error::other("a run is recorded to one file"))
 }
 
-/// Whether `name` matches the filter given on the command line (`cargo bench --bench paired --
-/// keyed` runs the comparisons whose names contain "keyed"); everything without one.
-pub fn selected(name: &str) -> bool {
-    let filters: Vec<String> = std::env::args()
+/// The filters given on the command line: its arguments but cargo's own flags (`--bench`).
+pub fn filters() -> Vec<String> {
+    std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
-        .collect();
+        .collect()
+}
+
+/// Whether `name` matches a filter given on the command line (`cargo bench --bench paired --
+/// keyed` runs the comparisons whose names contain "keyed"); everything without one.
+pub fn selected(name: &str) -> bool {
+    let filters = filters();
     filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
 }
 

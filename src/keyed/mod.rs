@@ -353,9 +353,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// runs; each key is put back to the fresh state at some moment during the call, and a request
     /// for it racing the call is decided either before that moment (and then forgotten) or after
     /// it. When the call returns, every key holds only what was admitted after its own reset. The
-    /// table's slots stay occupied by their keys, idle, free for new keys; the counters of
-    /// [`stats`](Self::stats) keep counting; and a GCRA table keeps judging its entries by every
-    /// tier's quota it has learned (see [`check_key_with`](KeyedRateLimiter::check_key_with)).
+    /// table's slots stay occupied by their keys, idle, free for new keys, and the counters of
+    /// [`stats`](Self::stats) keep counting.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};

@@ -576,7 +576,8 @@ mod tests {
     use crate::ManualClock;
 
     /// A log as built holds its shards (each behind its lock, cache-padded) and their maps, and
-    /// nothing else; a key's log then adds its entries' room.
+    /// nothing else; a key's log then adds its entries' room, which a reset of every key gives
+    /// back while the maps keep theirs.
     #[test]
     fn memory_is_the_shards_their_maps_and_the_entries() {
         let clock = ManualClock::new();
@@ -595,5 +596,8 @@ mod tests {
         log.check_key(&1).unwrap();
         log.check_key(&1).unwrap();
         assert_eq!(log.memory(), built + 4 * 16);
+        // A reset of every key drops the logs' entries and keeps the maps as built.
+        log.reset();
+        assert_eq!(log.memory(), built);
     }
 }
