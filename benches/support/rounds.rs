@@ -8,6 +8,7 @@ use std::fs::File;
 use std::hint::black_box;
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -37,6 +38,7 @@ pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64
     if !selected(name) {
         return;
     }
+    ROWS_RUN.store(true, Ordering::Relaxed);
     // Warm both up (caches, branch predictors, CPU frequency).
     a();
     b();
@@ -101,6 +103,21 @@ pub fn selected(name: &str) -> bool {
     let filters = filters();
     filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
 }
+
+/// Whether a filter may select rows of the section whose rows are all named `prefix: ...`:
+/// one that [`selected`] finds in the prefix (`keyed 100k`), or one that names a row of it
+/// whole or in part from the prefix on (`keyed 100k uniform: coarse`). A section that builds
+/// its limiters before its rows asks this first, so that a run of other rows skips the build.
+pub fn section_selected(prefix: &str) -> bool {
+    selected(prefix) || filters().iter().any(|f| f.starts_with(prefix))
+}
+
+/// Whether [`paired`] has timed a row in this run.
+pub fn any_row_run() -> bool {
+    ROWS_RUN.load(Ordering::Relaxed)
+}
+
+static ROWS_RUN: AtomicBool = AtomicBool::new(false);
 
 /// Nanoseconds per check over `CALLS` checks of the keys in `keys`, continuing at `*at`.
 pub fn time_keys(keys: &[u64], at: &mut usize, mut check: impl FnMut(u64) -> bool) -> f64 {
