@@ -262,6 +262,18 @@ fn report_overflows<K: ?Sized>(label: &str, limiter: &KeyedRateLimiter<K>) {
     }
 }
 
+/// The quota of the keyed rows, for tollgate and the same for governor: a burst so large that
+/// every check of the rows is admitted.
+fn keyed_quotas() -> (Quota, governor::Quota) {
+    let quota = Quota::per_second(1_000)
+        .unwrap()
+        .with_burst(1_000_000)
+        .unwrap();
+    let governor_quota = governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
+        .allow_burst(NonZeroU32::new(1_000_000).unwrap());
+    (quota, governor_quota)
+}
+
 /// Writes the API key numbered `key` (`key_` and 16 hex digits) into `buf`, replacing what it
 /// held.
 fn api_key(buf: &mut String, key: u64) {
@@ -283,12 +295,7 @@ fn keyed_strings(label: &str, keys: u64) {
     if !section_selected(&format!("keyed {label}")) {
         return;
     }
-    let quota = Quota::per_second(1_000)
-        .unwrap()
-        .with_burst(1_000_000)
-        .unwrap();
-    let governor_quota = governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
-        .allow_burst(NonZeroU32::new(1_000_000).unwrap());
+    let (quota, governor_quota) = keyed_quotas();
     let tollgate = KeyedRateLimiter::<String>::gcra(quota, keys as usize).unwrap();
     let governor = governor::RateLimiter::keyed(governor_quota);
     let mut key = String::new();
@@ -360,13 +367,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     if !section_selected(&format!("keyed {label}")) {
         return;
     }
-    let quota = Quota::per_second(1_000)
-        .unwrap()
-        .with_burst(1_000_000)
-        .unwrap();
-    // The same quota for governor.
-    let governor_quota = governor::Quota::per_second(NonZeroU32::new(1_000).unwrap())
-        .allow_burst(NonZeroU32::new(1_000_000).unwrap());
+    let (quota, governor_quota) = keyed_quotas();
     let tollgate = KeyedRateLimiter::<u64>::gcra(quota, keys as usize).unwrap();
     let governor = governor::RateLimiter::keyed(governor_quota);
     for k in 0..keys {
@@ -656,10 +657,7 @@ fn main() {
 
     // One cache miss, for scale: a dependent random 16-byte read in a table the size of
     // tollgate's for 1M keys, against a tollgate check over 1M uniform keys.
-    let quota = Quota::per_second(1_000)
-        .unwrap()
-        .with_burst(1_000_000)
-        .unwrap();
+    let (quota, _) = keyed_quotas();
     let keyed_1m = KeyedRateLimiter::<u64>::gcra(quota, 1_000_000).unwrap();
     for k in 0..1_000_000 {
         let _ = keyed_1m.check_key(&k);

@@ -13,7 +13,7 @@
 //! (Zen 3) guests of the crate's benchmarks a coarse clock took 1 to 2.5 ns off a keyed check of
 //! about 22 ns; on an Intel (Emerald Rapids) guest, a keyed check over 100k keys took 0.63 of its
 //! `TscClock` time with a coarse clock (32 ns against 51). Measure it on your own hardware with
-//! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"`.
+//! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"` in the repository.
 //!
 //! # Time that goes backwards
 //!
