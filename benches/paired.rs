@@ -14,7 +14,6 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
-use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
@@ -286,8 +285,9 @@ fn api_key(buf: &mut String, key: u64) {
     }
 }
 
-/// API keys from a key sequence, written for the checks one call ahead: while a call decides
-/// one buffer's keys, the next call's keys have already been written into the other.
+/// API keys from a key sequence, written one call ahead of their checks: each call writes the
+/// next call's keys into one buffer, then decides the keys that the call before wrote into the
+/// other.
 ///
 /// A key written just before its own check costs tollgate a third more over a million keys (in a
 /// scratch run, 167 ns a check against 113 written a check ahead; governor's check took the
@@ -296,48 +296,47 @@ fn api_key(buf: &mut String, key: u64) {
 /// writes to reach the cache; writes reach it in order, after the check before, whose locked
 /// compare-and-swap waits for its memory access; and so no two checks overlap. A server's key
 /// was written when its request was read, well before the check.
-struct ApiKeys<'s> {
-    seq: &'s [u64],
+struct ApiKeys {
+    /// Where the next keys come from in the sequence.
     at: usize,
     buffers: [Vec<String>; 2],
-    /// The buffer that holds the next call's keys.
+    /// The buffer that holds the keys of the next call.
     ready: usize,
 }
 
-impl<'s> ApiKeys<'s> {
-    /// The keys numbered by `seq` from `at` on, `batch` to a call.
-    fn new(seq: &'s [u64], at: usize, batch: usize) -> ApiKeys<'s> {
+impl ApiKeys {
+    /// The keys numbered by `seq` from `at` on, `batch` to a call; the first call's keys are
+    /// written here.
+    fn new(seq: &[u64], at: usize, batch: usize) -> ApiKeys {
         let mut keys = ApiKeys {
-            seq,
-            at,
+            at: at + batch,
             buffers: [vec![String::new(); batch], vec![String::new(); batch]],
             ready: 0,
         };
-        keys.write(0);
+        for (key, &k) in keys.buffers[0].iter_mut().zip(&seq[at..]) {
+            api_key(key, k);
+        }
         keys
     }
 
-    /// Writes the next keys of the sequence into buffer `i`.
-    fn write(&mut self, i: usize) {
-        for key in &mut self.buffers[i] {
-            api_key(key, self.seq[self.at]);
-            self.at = (self.at + 1) % self.seq.len();
-        }
-    }
-
-    /// Nanoseconds per key over `CALLS` keys, handed to `decide` a batch at a time.
-    fn time(&mut self, mut decide: impl FnMut(&[String]) -> bool) -> f64 {
+    /// Nanoseconds per key over `CALLS` keys of `seq`, handed to `decide` a batch at a time,
+    /// each call's keys written during the call before.
+    fn time(&mut self, seq: &[u64], mut decide: impl FnMut(&[String]) -> bool) -> f64 {
         let batch = self.buffers[0].len();
-        let start = Instant::now();
-        let mut done = 0;
-        while done < CALLS {
-            let ready = self.ready;
-            self.write(ready ^ 1);
-            black_box(decide(&self.buffers[ready]));
-            self.ready ^= 1;
-            done += batch as u64;
-        }
-        start.elapsed().as_nanos() as f64 / done as f64
+        let (buffers, ready) = (&mut self.buffers, &mut self.ready);
+        time_batches(seq, &mut self.at, batch, |next| {
+            let [first, second] = &mut *buffers;
+            let (now, spare) = if *ready == 0 {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            for (key, &k) in spare.iter_mut().zip(next) {
+                api_key(key, k);
+            }
+            black_box(decide(now));
+            *ready ^= 1;
+        })
     }
 }
 
@@ -367,26 +366,26 @@ fn keyed_strings(label: &str, keys: u64) {
     let mut batches = ApiKeys::new(&seq, 0, 64);
     paired(
         &format!("keyed {label}: tollgate / governor"),
-        || ours.time(|keys| tollgate.check_key(keys[0].as_str()).is_ok()),
-        || theirs.time(|keys| governor.check_key(&keys[0]).is_ok()),
+        || ours.time(&seq, |keys| tollgate.check_key(keys[0].as_str()).is_ok()),
+        || theirs.time(&seq, |keys| governor.check_key(&keys[0]).is_ok()),
     );
     // What writing the keys costs each side, against tollgate's whole check.
     paired(
         &format!("keyed {label}: writing the key alone / tollgate"),
-        || theirs.time(|keys| black_box(keys[0].len()) > 4),
-        || ours.time(|keys| tollgate.check_key(keys[0].as_str()).is_ok()),
+        || theirs.time(&seq, |keys| black_box(keys[0].len()) > 4),
+        || ours.time(&seq, |keys| tollgate.check_key(keys[0].as_str()).is_ok()),
     );
     paired(
         &format!("keyed {label}: tollgate check_keys (batches of 64) / governor"),
         || {
-            batches.time(|keys| {
+            batches.time(&seq, |keys| {
                 for decision in tollgate.check_keys(keys.iter().map(String::as_str)) {
                     black_box(decision.is_ok());
                 }
                 true
             })
         },
-        || theirs.time(|keys| governor.check_key(&keys[0]).is_ok()),
+        || theirs.time(&seq, |keys| governor.check_key(&keys[0]).is_ok()),
     );
 }
 
