@@ -296,7 +296,8 @@ fn api_key(buf: &mut String, key: u64) {
 /// writes to reach the cache; writes reach it in order, after the check before, whose locked
 /// compare-and-swap waits for its memory access; and so no two checks overlap. A server's key
 /// was written when its request was read, well before the check.
-struct ApiKeys {
+struct ApiKeys<'s> {
+    seq: &'s [u64],
     /// Where the next keys come from in the sequence.
     at: usize,
     buffers: [Vec<String>; 2],
@@ -304,11 +305,12 @@ struct ApiKeys {
     ready: usize,
 }
 
-impl ApiKeys {
+impl<'s> ApiKeys<'s> {
     /// The keys numbered by `seq` from `at` on, `batch` to a call; the first call's keys are
     /// written here.
-    fn new(seq: &[u64], at: usize, batch: usize) -> ApiKeys {
+    fn new(seq: &'s [u64], at: usize, batch: usize) -> ApiKeys<'s> {
         let mut keys = ApiKeys {
+            seq,
             at: at + batch,
             buffers: [vec![String::new(); batch], vec![String::new(); batch]],
             ready: 0,
@@ -319,12 +321,12 @@ impl ApiKeys {
         keys
     }
 
-    /// Nanoseconds per key over `CALLS` keys of `seq`, handed to `decide` a batch at a time,
-    /// each call's keys written during the call before.
-    fn time(&mut self, seq: &[u64], mut decide: impl FnMut(&[String]) -> bool) -> f64 {
+    /// Nanoseconds per key over `CALLS` keys, handed to `decide` a batch at a time, each call's
+    /// keys written during the call before.
+    fn time<R>(&mut self, mut decide: impl FnMut(&[String]) -> R) -> f64 {
         let batch = self.buffers[0].len();
         let (buffers, ready) = (&mut self.buffers, &mut self.ready);
-        time_batches(seq, &mut self.at, batch, |next| {
+        time_batches(self.seq, &mut self.at, batch, |next| {
             let [first, second] = &mut *buffers;
             let (now, spare) = if *ready == 0 {
                 (first, second)
@@ -366,26 +368,25 @@ fn keyed_strings(label: &str, keys: u64) {
     let mut batches = ApiKeys::new(&seq, 0, 64);
     paired(
         &format!("keyed {label}: tollgate / governor"),
-        || ours.time(&seq, |keys| tollgate.check_key(keys[0].as_str()).is_ok()),
-        || theirs.time(&seq, |keys| governor.check_key(&keys[0]).is_ok()),
+        || ours.time(|keys| tollgate.check_key(keys[0].as_str()).is_ok()),
+        || theirs.time(|keys| governor.check_key(&keys[0]).is_ok()),
     );
     // What writing the keys costs each side, against tollgate's whole check.
     paired(
         &format!("keyed {label}: writing the key alone / tollgate"),
-        || theirs.time(&seq, |keys| black_box(keys[0].len()) > 4),
-        || ours.time(&seq, |keys| tollgate.check_key(keys[0].as_str()).is_ok()),
+        || theirs.time(|keys| black_box(keys[0].len()) > 4),
+        || ours.time(|keys| tollgate.check_key(keys[0].as_str()).is_ok()),
     );
     paired(
         &format!("keyed {label}: tollgate check_keys (batches of 64) / governor"),
         || {
-            batches.time(&seq, |keys| {
+            batches.time(|keys| {
                 for decision in tollgate.check_keys(keys.iter().map(String::as_str)) {
                     black_box(decision.is_ok());
                 }
-                true
             })
         },
-        || theirs.time(&seq, |keys| governor.check_key(&keys[0]).is_ok()),
+        || theirs.time(|keys| governor.check_key(&keys[0]).is_ok()),
     );
 }
 

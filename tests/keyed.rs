@@ -787,10 +787,10 @@ fn a_reset_of_every_key_racing_requests_gives_each_its_burst_once() {
     let clock = ManualClock::new();
     let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(BURST).unwrap()))
         // Room to spare, and a fixed seed: every key must get a slot. A table filled to its
-        // capacity may overflow an insertion or two (3 fills in 1 000 seeds did, one insertion
-        // each, for this one), and this test once failed on it when its hasher was seeded at
-        // random. The fill runs on one thread, so with a fixed seed it places every key the same
-        // way each run.
+        // capacity may overflow an insertion or two (fewer than 0.1% of them are allowed:
+        // `capacity_holds_its_keys`), and this test once failed on one when its hasher was
+        // seeded at random. The fill runs on one thread, so with a fixed seed it places every
+        // key the same way each run.
         .capacity((2 * THREADS * KEYS) as usize)
         .hasher(seeded(7))
         .clock(&clock)
