@@ -18,7 +18,7 @@ use std::sync::LazyLock;
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
 use support::rounds::{
-    any_row_run, paired, section_selected, selected, time, time_batches, time_keys, CALLS, ROUNDS,
+    any_row_run, paired, rounds, section_selected, selected, time, time_batches, time_keys, CALLS,
 };
 use support::wide::{prefetch, Wide};
 use support::{contended, on_threads};
@@ -589,7 +589,7 @@ fn run_header(unix_time: u64) -> Vec<String> {
             "cpus: {}",
             std::thread::available_parallelism().map_or(0, |n| n.get())
         ),
-        format!("rounds: {ROUNDS} x {CALLS} calls"),
+        format!("rounds: {} x {CALLS} calls", rounds()),
         format!("filters: {:?}", support::rounds::filters()),
     ]
 }
@@ -597,7 +597,8 @@ fn run_header(unix_time: u64) -> Vec<String> {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` would pass nothing: run either way.
     println!(
-        "paired rounds: {ROUNDS} x {CALLS} calls each; {} CPUs",
+        "paired rounds: {} x {CALLS} calls each; {} CPUs",
+        rounds(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     // Every row also goes to a file of its own per run, for `benches/report.py --paired`.

@@ -14,7 +14,7 @@ mod support;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 
-use support::rounds::{paired, selected, time_batches, time_keys, CALLS, ROUNDS};
+use support::rounds::{paired, rounds, selected, time_batches, time_keys, CALLS};
 use support::{uniform, zipf};
 
 /// The rows of each table size, after its label.
@@ -74,7 +74,7 @@ macro_rules! limiter {
 }
 
 fn main() {
-    println!("ab rounds: {ROUNDS} x {CALLS} calls each");
+    println!("ab rounds: {} x {CALLS} calls each", rounds());
     for (label, keys) in [("1k", 1_000u64), ("100k", 100_000), ("1M", 1_000_000)] {
         if !ROWS.iter().any(|row| selected(&format!("{label} {row}"))) {
             continue;

@@ -12,8 +12,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-/// Rounds per comparison.
+/// Rounds per comparison, unless `TOLLGATE_PAIRED_ROUNDS` asks for fewer or more.
 pub const ROUNDS: usize = 41;
+
+/// Rounds per comparison in this run: [`ROUNDS`], or an odd number of at least 5 from the
+/// environment variable `TOLLGATE_PAIRED_ROUNDS`, for a run that must fit a short lease of a
+/// bigger machine (fewer rounds give a median as central but a wider interquartile range).
+/// Anything else there stops the run with a message rather than running a different count
+/// than the one asked for.
+pub fn rounds() -> usize {
+    static ROUNDS_IN_RUN: OnceLock<usize> = OnceLock::new();
+    *ROUNDS_IN_RUN.get_or_init(|| match std::env::var("TOLLGATE_PAIRED_ROUNDS") {
+        Err(std::env::VarError::NotPresent) => ROUNDS,
+        Ok(value) => match value.parse::<usize>() {
+            Ok(n) if n >= 5 && n % 2 == 1 => n,
+            _ => panic!("TOLLGATE_PAIRED_ROUNDS={value:?}: give an odd number of at least 5"),
+        },
+        Err(error) => panic!("TOLLGATE_PAIRED_ROUNDS: {error}"),
+    })
+}
 /// Calls per measurement: each round times `CALLS` calls of A and as many of B.
 pub const CALLS: u64 = 2_000_000;
 
@@ -43,7 +60,8 @@ pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64
     a();
     b();
     let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
+    let rounds = rounds();
+    for round in 0..rounds {
         let (x, y) = if round % 2 == 0 {
             let x = a();
             (x, b())
@@ -57,7 +75,7 @@ pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64
     }
     let (ma, mb) = (median(&mut ta), median(&mut tb));
     let r = median(&mut ratios);
-    let (q1, q3) = (ratios[ROUNDS / 4], ratios[3 * ROUNDS / 4]);
+    let (q1, q3) = (ratios[rounds / 4], ratios[3 * rounds / 4]);
     println!("{name:44} {ma:7.2} ns vs {mb:7.2} ns   ratio {r:5.3}  (IQR {q1:5.3} .. {q3:5.3})");
     if let Some(record) = RECORD.get() {
         // One write per row, so that a run stopped half way leaves every row it printed.
