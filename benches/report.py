@@ -2,6 +2,7 @@
 """Prints the figures of a benchmark run, and draws the plots that the README shows.
 
     cargo bench --bench paired && python3 benches/report.py --paired
+    python3 benches/report.py --scaling benches/plots/2026-11-25-16-cores
     cargo bench --bench direct --bench keyed && python3 benches/report.py
 
 With `--paired [FILE]`: the rows of a run of `benches/paired.rs` (the latest one that it recorded
@@ -9,8 +10,11 @@ under target/tmp/paired/, or FILE), and two plots of them, as SVG files beside t
 `--out DIR`): `<run>-vs-governor.svg`, tollgate's decisions per second over governor's in each
 row that compares them, and `<run>-vs-floor.svg`, tollgate's time per check over the hardware
 floor's. The plots are drawn from the record alone, so the same record always gives the same
-files. Without it: the medians of the last criterion run (`benches/direct.rs`, `keyed.rs`) and
-the ratios that matter.
+files. With `--scaling DIR`: the rows of distinct keys from several threads in the records of
+one machine in DIR (runs of some rows each, as a lent machine's short calls make them), and a
+plot, `<DIR>-scaling.svg` beside DIR (or in `--out DIR`), of n threads' throughput over one
+thread's, for tollgate and for the two-line floor. Without either: the medians of the last
+criterion run (`benches/direct.rs`, `keyed.rs`) and the ratios that matter.
 
 Ratios, not times, are the figures to quote: the machines these run on are shared and noisy, and
 a ratio of two measurements from the same run cancels most of that noise.
@@ -239,12 +243,140 @@ def paired_report(path, out_dir):
         print(f"drew {target}")
 
 
+# The rows that say how distinct keys scale: one thread's time per check over the time per check
+# of a group of n threads, each checking keys of its own, which is n threads' throughput over
+# one thread's.
+SCALING = [
+    (r"keyed distinct keys: 1 thread / (\d+) threads, time per check", "tollgate", "#4878a8"),
+    (r"keyed distinct keys: two-line floor, 1 thread / (\d+) threads", "two-line floor", "#d08030"),
+]
+
+
+def scaling_points(records):
+    """{series: {threads: (ratio, q1, q3)}} from the records' rows that SCALING names, and the
+    indices of the records that gave them. Where records repeat a row, the one of the most rounds
+    gives it (the first, among equals)."""
+    points, rounds_of, source = {}, {}, {}
+    for index, (header, rows) in enumerate(records):
+        rounds = int(header.get("rounds", "0").split(" ")[0] or 0)
+        for name, _, _, ratio, q1, q3 in rows:
+            for pattern, series, _ in SCALING:
+                found = re.fullmatch(pattern, name)
+                if found:
+                    threads = int(found.group(1))
+                    if rounds > rounds_of.get((series, threads), -1):
+                        rounds_of[(series, threads)] = rounds
+                        points.setdefault(series, {})[threads] = (ratio, q1, q3)
+                        source[(series, threads)] = index
+    return points, set(source.values())
+
+
+def svg_scaling(title, subtitle, points):
+    """A line chart of throughput over one thread's against the thread count: a line per series
+    of `points` through (1, 1) and its measured counts, with each point's interquartile range as
+    a whisker, and a dashed line for linear scaling."""
+    most = max(threads for series in points.values() for threads in series)
+    left, plot_width, plot_height, right = 60, 460, 300, 150
+    top, bottom = 34 + 14 * len(subtitle) + 16, 44
+    # Subtitle lines are sized at 6.2 pixels a character, a little over the average width of
+    # 11-pixel sans-serif text.
+    width = max(left + plot_width + right, 20 + int(6.2 * max(len(text) for text in subtitle)))
+    height = top + plot_height + bottom
+    step = 2 if most <= 16 else 4 if most <= 32 else 8
+    limit = step * ((most + step - 1) // step)
+    x = lambda t: left + plot_width * t / limit
+    y = lambda v: top + plot_height * (1 - v / limit)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
+    ]
+    for i, text in enumerate(subtitle):
+        out.append(f'<text x="10" y="{40 + 14 * i}" font-size="11" fill="#555">{escape(text)}</text>')
+    for tick in range(0, limit + 1, step):
+        out.append(f'<line x1="{x(0):.1f}" y1="{y(tick):.1f}" x2="{x(limit):.1f}" y2="{y(tick):.1f}" '
+                   'stroke="#e4e4e4"/>')
+        out.append(f'<text x="{x(0) - 8:.1f}" y="{y(tick) + 4:.1f}" text-anchor="end" '
+                   f'fill="#555">{tick}×</text>')
+        out.append(f'<text x="{x(tick):.1f}" y="{y(0) + 16:.1f}" text-anchor="middle" '
+                   f'fill="#555">{tick}</text>')
+    out.append(f'<text x="{x(limit / 2):.1f}" y="{y(0) + 34:.1f}" text-anchor="middle">threads</text>')
+    out.append(f'<line x1="{x(1):.1f}" y1="{y(1):.1f}" x2="{x(limit):.1f}" y2="{y(limit):.1f}" '
+               'stroke="#888" stroke-dasharray="5,3"/>')
+    out.append(f'<text x="{x(limit) + 8:.1f}" y="{y(limit) + 4:.1f}" fill="#888">linear</text>')
+    for pattern, series, colour in SCALING:
+        measured = points.get(series)
+        if not measured:
+            continue
+        line = [(1, 1.0)] + [(t, measured[t][0]) for t in sorted(measured)]
+        path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in line)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for t in sorted(measured):
+            ratio, q1, q3 = measured[t]
+            out.append(f'<line x1="{x(t):.1f}" y1="{y(q1):.1f}" x2="{x(t):.1f}" y2="{y(q3):.1f}" '
+                       f'stroke="{colour}"/>')
+            out.append(f'<circle cx="{x(t):.1f}" cy="{y(ratio):.1f}" r="3" fill="{colour}"/>')
+        last = max(measured)
+        out.append(f'<text x="{x(last) + 8:.1f}" y="{y(measured[last][0]) + 4:.1f}" '
+                   f'fill="{colour}">{escape(series)}: {measured[last][0]:.1f}×</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def scaling_report(directory, out_dir):
+    """Prints the scaling rows of the records in `directory` (runs of `benches/paired.rs` on one
+    machine, each perhaps of some rows only) and draws them as `<directory>-scaling.svg`."""
+    paths = sorted(glob.glob(os.path.join(directory, "*.tsv")))
+    if not paths:
+        sys.exit(f"no records (*.tsv) in {directory}")
+    records = [read_record(path) for path in paths]
+    points, used = scaling_points(records)
+    if not points:
+        sys.exit(f"no rows of distinct keys from several threads in {directory}")
+    for series, measured in points.items():
+        for threads in sorted(measured):
+            ratio, q1, q3 = measured[threads]
+            print(f"{series:15s} {threads:3d} threads: {ratio:6.2f}x one thread  (IQR {q1:.2f} .. {q3:.2f})")
+    headers = [records[i][0] for i in sorted(used)]
+    days = sorted({datetime.datetime.fromtimestamp(int(h.get("unix time", "0")),
+                                                   datetime.timezone.utc).strftime("%Y-%m-%d")
+                   for h in headers})
+    commits = sorted({h.get("commit", "?") for h in headers})
+    cpus = sorted({f"{h.get('cpus', '?')} CPUs of {h.get('cpu', '?')}" for h in headers})
+    rounds = sorted({h.get("rounds", "?").split(" ")[0] for h in headers}, key=lambda r: (len(r), r))
+    rounds_said = rounds[0] if len(rounds) == 1 else f"{rounds[0]} to {rounds[-1]}"
+    subtitle = [
+        f"Runs of `cargo bench --bench paired -- \"keyed distinct\"`, {', '.join(days)}, at "
+        f"{', '.join(commits)},",
+        f"on {'; '.join(cpus)}.",
+        "Each thread checks keys of its own from one table of a million; one thread checks the "
+        "whole million.",
+        f"Each point is the median of {rounds_said} per-round ratios of one thread's time per "
+        "check over the group's;",
+        "the whisker spans their middle half. The two-line floor does only a check's memory "
+        "traffic.",
+    ]
+    name = os.path.basename(os.path.normpath(directory))
+    out_dir = out_dir or os.path.dirname(os.path.abspath(os.path.normpath(directory)))
+    os.makedirs(out_dir, exist_ok=True)
+    target = os.path.join(out_dir, f"{name}-scaling.svg")
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(svg_scaling("Distinct keys from n threads: throughput over one thread's", subtitle, points))
+    print(f"drew {target}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--paired", nargs="?", const="latest", metavar="FILE",
                         help="a record of benches/paired.rs (default: the latest)")
+    parser.add_argument("--scaling", metavar="DIR",
+                        help="a folder of records of one machine: draw how distinct keys scale")
     parser.add_argument("--out", metavar="DIR", help="where the plots go (default: beside the record)")
     args = parser.parse_args()
+    if args.scaling is not None:
+        scaling_report(args.scaling, args.out)
+        return
     if args.paired is None:
         criterion_report()
         return
