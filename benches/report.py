@@ -155,6 +155,19 @@ def select(rows, patterns, invert):
     return picked
 
 
+def svg_start(width, height, title, subtitle):
+    """The opening lines of a chart: the canvas, on white, with its title and subtitle lines."""
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
+    ]
+    for i, text in enumerate(subtitle):
+        out.append(f'<text x="10" y="{40 + 14 * i}" font-size="11" fill="#555">{escape(text)}</text>')
+    return out
+
+
 def svg_bars(title, subtitle, bars, lines, unit):
     """A horizontal bar chart: a bar per (label, value, low, high), with a whisker from low to high
     and the value written beside it, and a vertical rule per (x, caption) in `lines`."""
@@ -169,14 +182,7 @@ def svg_bars(title, subtitle, bars, lines, unit):
     step = 0.5 if most <= 3 else 1 if most <= 8 else 2
     limit = step * (int(most / step) + 1)
     x = lambda v: label_width + plot_width * v / limit
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
-    ]
-    for i, text in enumerate(subtitle):
-        out.append(f'<text x="10" y="{40 + 14 * i}" font-size="11" fill="#555">{escape(text)}</text>')
+    out = svg_start(width, height, title, subtitle)
     axis = top + row * len(bars)
     tick = 0.0
     while tick <= limit + 1e-9:
@@ -286,14 +292,7 @@ def svg_scaling(title, subtitle, points):
     limit = step * ((most + step - 1) // step)
     x = lambda t: left + plot_width * t / limit
     y = lambda v: top + plot_height * (1 - v / limit)
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="10" y="22" font-size="15" font-weight="bold">{escape(title)}</text>',
-    ]
-    for i, text in enumerate(subtitle):
-        out.append(f'<text x="10" y="{40 + 14 * i}" font-size="11" fill="#555">{escape(text)}</text>')
+    out = svg_start(width, height, title, subtitle)
     for tick in range(0, limit + 1, step):
         out.append(f'<line x1="{x(0):.1f}" y1="{y(tick):.1f}" x2="{x(limit):.1f}" y2="{y(tick):.1f}" '
                    'stroke="#e4e4e4"/>')
