@@ -78,35 +78,52 @@ impl Floor {
         }
     }
 
-    /// The slot `key` picks with the multiplicative hash `multiplier` ("fast range" onto the
+    /// The index of the slot `key` picks with the multiplicative hash `multiplier` ("fast range" onto the
     /// table): keys scatter as tollgate's do.
-    fn slot(&self, key: u64, multiplier: u64) -> &AtomicU128 {
+    fn slot(&self, key: u64, multiplier: u64) -> usize {
         let n = self.table.len() as u128;
-        &self.table[((u128::from(key.wrapping_mul(multiplier)) * n) >> 64) as usize]
+        ((u128::from(key.wrapping_mul(multiplier)) * n) >> 64) as usize
     }
 
     /// The floor of one check of `key`: its slot's line is prefetched before the clock read, as
     /// tollgate prefetches a key's lines, so that the miss overlaps the clock read and the
     /// compare-and-swap of the check before.
     fn touch(&self, key: u64) -> bool {
-        self.check(key, false)
+        self.check(key, false, false)
     }
 
     /// [`touch`](Floor::touch) with a load of a second slot, picked by the key independently of
     /// the first (both prefetched, the two loads overlapping): the memory traffic of a check of
     /// tollgate's table, whose probe reads one line in each of two groups before it writes one.
     fn touch_two(&self, key: u64) -> bool {
-        self.check(key, true)
+        self.check(key, true, false)
     }
 
-    /// Both floors; `two_lines` is a constant at each call, so each compiles to its own code.
+    /// [`touch_two`](Floor::touch_two) with the next cache line after each slot's prefetched
+    /// too: the lines that a check of tollgate's fetches, which prefetches both lines of both
+    /// of its key's 8-slot groups though it reads one line of each. For the rows of distinct
+    /// keys from many threads, where fetches from other cores' caches may cost more than reads.
+    fn touch_four(&self, key: u64) -> bool {
+        self.check(key, true, true)
+    }
+
+    /// The floors; `two_lines` and `next_lines` are constants at each call, so each floor
+    /// compiles to its own code.
     #[inline(always)]
-    fn check(&self, key: u64, two_lines: bool) -> bool {
-        let slot = self.slot(key, 0x9E37_79B9_7F4A_7C15);
-        let other = two_lines.then(|| self.slot(key, 0xD6E8_FEB8_6659_FD93));
+    fn check(&self, key: u64, two_lines: bool, next_lines: bool) -> bool {
+        let at = self.slot(key, 0x9E37_79B9_7F4A_7C15);
+        let other_at = two_lines.then(|| self.slot(key, 0xD6E8_FEB8_6659_FD93));
+        let slot = &self.table[at];
+        let other = other_at.map(|other_at| &self.table[other_at]);
         prefetch(slot);
         if let Some(other) = other {
             prefetch(other);
+        }
+        if next_lines {
+            // A line further on: 4 slots of 16 bytes (or the table's last slot).
+            for first in [Some(at), other_at].into_iter().flatten() {
+                prefetch(&self.table[(first + 4).min(self.table.len() - 1)]);
+            }
         }
         let now = self.clock.now().as_nanos();
         let extra = other.map_or(0, |other| self.wide.load(other) & 1);
@@ -729,7 +746,8 @@ fn main() {
     // the same million. With t threads, thread j checks only keys k with k % t == j. Governor's
     // keyed limiter and the two-line floor (`Floor::touch_two`) run the same keys. Tollgate /
     // floor at n threads, against the same ratio at 2, says whether anything of tollgate's stops
-    // it scaling, however the machine scales.
+    // it scaling, however the machine scales. The four-line floor (`Floor::touch_four`) fetches
+    // the lines that a check does, to tell its reads apart from the rest of its work.
 
     // Built on first use: only the governor rows need it.
     let governor_1m = LazyLock::new(|| {
@@ -767,6 +785,7 @@ fn main() {
         let tollgate = |k: u64| keyed_1m.check_key(&k).is_ok();
         let governor = |k: u64| governor_1m.check_key(&k).is_ok();
         let floor = |k: u64| floor_1m.touch_two(k);
+        let four_line_floor = |k: u64| floor_1m.touch_four(k);
         paired(
             &format!("keyed distinct keys: 1 thread / {threads} threads, time per check"),
             || run(1, &tollgate),
@@ -786,6 +805,16 @@ fn main() {
             &format!("keyed distinct keys, {threads} threads: tollgate / governor"),
             || run(threads, &tollgate),
             || run(threads, &governor),
+        );
+        paired(
+            &format!("keyed distinct keys: four-line floor, 1 thread / {threads} threads"),
+            || run(1, &four_line_floor),
+            || run(threads, &four_line_floor),
+        );
+        paired(
+            &format!("keyed distinct keys, {threads} threads: tollgate / four-line floor"),
+            || run(threads, &tollgate),
+            || run(threads, &four_line_floor),
         );
     }
 
