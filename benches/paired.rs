@@ -497,6 +497,17 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| floor.touch_two(k)),
         );
+        // And with the line after each slot's too: the lines that a check fetches.
+        paired(
+            &format!("keyed {label}: four-line floor / governor"),
+            || time_keys(&seq, &mut a, |k| floor.touch_four(k)),
+            || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
+        );
+        paired(
+            &format!("keyed {label}: tollgate / four-line floor"),
+            || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
+            || time_keys(&seq, &mut b, |k| floor.touch_four(k)),
+        );
         // The floor's rows are done: its table is freed before the replica's is built.
         drop(floor);
         let replica = Replica::new(&tollgate, keys);

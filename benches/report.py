@@ -119,9 +119,12 @@ VS_FLOOR = [
     (r"keyed (\S+) (uniform|zipf): tollgate / floor \(clock \+ CAS of a random slot\)",
      r"keyed, \1 keys, \2 / clock + CAS of a random slot"),
     (r"keyed (\S+) (uniform|zipf): tollgate / two-line floor", r"keyed, \1 keys, \2 / two-line floor"),
+    (r"keyed (\S+) (uniform|zipf): tollgate / four-line floor", r"keyed, \1 keys, \2 / four-line floor"),
     (r"keyed 1M uniform: tollgate / one DRAM access", "keyed, 1M keys, uniform / one dependent DRAM read"),
     (r"keyed distinct keys, (\d+) threads: tollgate / two-line floor",
      r"keyed, distinct keys, \1 threads / two-line floor"),
+    (r"keyed distinct keys, (\d+) threads: tollgate / four-line floor",
+     r"keyed, distinct keys, \1 threads / four-line floor"),
 ]
 
 
