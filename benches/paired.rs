@@ -78,8 +78,8 @@ impl Floor {
         }
     }
 
-    /// The index of the slot `key` picks with the multiplicative hash `multiplier` ("fast range" onto the
-    /// table): keys scatter as tollgate's do.
+    /// The index of the slot `key` picks with the multiplicative hash `multiplier` ("fast
+    /// range" onto the table): keys scatter as tollgate's do.
     fn slot(&self, key: u64, multiplier: u64) -> usize {
         let n = self.table.len() as u128;
         ((u128::from(key.wrapping_mul(multiplier)) * n) >> 64) as usize
@@ -100,9 +100,10 @@ impl Floor {
     }
 
     /// [`touch_two`](Floor::touch_two) with the next cache line after each slot's prefetched
-    /// too: the lines that a check of tollgate's fetches, which prefetches both lines of both
-    /// of its key's 8-slot groups though it reads one line of each. For the rows of distinct
-    /// keys from many threads, where fetches from other cores' caches may cost more than reads.
+    /// too: as many lines as a check of tollgate's fetches, which prefetches both lines of both
+    /// of its key's 8-slot groups though its first step most often reads one line of each. On
+    /// one thread the extra fetches overlap and cost nothing; from many threads they do
+    /// (benches/README.md, "A lent 16-core Emerald Rapids machine").
     fn touch_four(&self, key: u64) -> bool {
         self.check(key, true, true)
     }
@@ -497,7 +498,8 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
             || time_keys(&seq, &mut b, |k| floor.touch_two(k)),
         );
-        // And with the line after each slot's too: the lines that a check fetches.
+        // And with the line after each slot's too, as many lines as a check fetches: on one
+        // thread this costs what the two-line floor does.
         paired(
             &format!("keyed {label}: four-line floor / governor"),
             || time_keys(&seq, &mut a, |k| floor.touch_four(k)),
