@@ -307,7 +307,7 @@ def svg_scaling(title, subtitle, points):
     out.append(f'<line x1="{x(1):.1f}" y1="{y(1):.1f}" x2="{x(limit):.1f}" y2="{y(limit):.1f}" '
                'stroke="#888" stroke-dasharray="5,3"/>')
     out.append(f'<text x="{x(limit) + 8:.1f}" y="{y(limit) + 4:.1f}" fill="#888">linear</text>')
-    for pattern, series, colour in SCALING:
+    for _, series, colour in SCALING:
         measured = points.get(series)
         if not measured:
             continue
@@ -356,8 +356,8 @@ def scaling_report(directory, out_dir):
         "whole million.",
         f"Each point is the median of {rounds_said} per-round ratios of one thread's time per "
         "check over the group's;",
-        "the whisker spans their middle half. The two-line floor does only a check's memory "
-        "traffic.",
+        "the whisker spans their middle half. The two-line floor reads the clock and two slots "
+        "and writes one, and does nothing else.",
     ]
     name = os.path.basename(os.path.normpath(directory))
     out_dir = out_dir or os.path.dirname(os.path.abspath(os.path.normpath(directory)))
