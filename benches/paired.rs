@@ -93,8 +93,9 @@ impl Floor {
     }
 
     /// [`touch`](Floor::touch) with a load of a second slot, picked by the key independently of
-    /// the first (both prefetched, the two loads overlapping): the memory traffic of a check of
-    /// tollgate's table, whose probe reads one line in each of two groups before it writes one.
+    /// the first (both prefetched, the two loads overlapping): the reads and write of a check of
+    /// tollgate's table, whose probe reads one line in each of two groups before it writes one
+    /// (it prefetches four lines: [`touch_four`](Floor::touch_four)).
     fn touch_two(&self, key: u64) -> bool {
         self.check(key, true, false)
     }
@@ -486,7 +487,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_keys(&seq, &mut b, |k| floor.touch(k)),
         );
         // The same with a second slot's line, in the way of tollgate's check, which waits for
-        // a line of each of its key's two groups: the memory traffic of the design, with none
+        // a line of each of its key's two groups: the reads and write of the design, with none
         // of a check's hashing, probing, scanning or deciding.
         paired(
             &format!("keyed {label}: two-line floor / governor"),
