@@ -2,8 +2,10 @@
 # Checks that the loom models have teeth: breaks the keyed table's protocol one way at a time
 # (one of its three fences weakened or dropped, a rule of an insert's validation skipped, a
 # decision's compare-and-swap retried on a word that holds no state of its key: another key's, or
-# a reservation of its own; a reset of every key that decides on reservations), runs the models, and expects some model to fail. Restores the source
-# afterwards, whatever happens.
+# a reservation of its own; a reset of every key that decides on reservations), runs the models,
+# and expects some model to fail. It works on a copy of the working tree in a temporary folder
+# (sharing target/ for the build cache), so the checkout itself is never modified: a commit made
+# while it runs cannot pick up a mutant.
 #
 #   loom-tests/mutants.sh        # about 6 minutes on a 2-core VM (374 s in `.ci/run`)
 #
@@ -14,25 +16,35 @@
 # bounded search does not judge.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-table=src/store/table.rs
-backup=$(mktemp)
-cp "$table" "$backup"
-trap 'cp "$backup" "$table"; rm -f "$backup"' EXIT
+root=$(pwd)
+tree=$(mktemp -d)
+# `rm -r` removes the link to target/, not what it points to.
+trap 'rm -rf "$tree"' EXIT
+# The working tree as it is (committed or not), without the build, the history and the fuzzing
+# workspace; its target/ is the checkout's, so the models' dependencies are built once.
+tar -c --exclude=./target --exclude=./.git --exclude=./fuzz . | tar -x -C "$tree"
+mkdir -p target
+ln -s "$root/target" "$tree/target"
+original=src/store/table.rs
+table="$tree/$original"
+# The source as it was copied: each mutant starts from it, whatever happens to the checkout.
+pristine="$tree/table.rs.pristine"
+cp "$table" "$pristine"
 
 failures=0
-# mutant NAME PERL-SUBSTITUTION: applies the substitution to a fresh copy of the table's source,
-# runs every loom model, and expects a failure.
+# mutant NAME PERL-SUBSTITUTION: applies the substitution to the copy's table source, fresh each
+# time, runs every loom model on the copy, and expects a failure.
 mutant() {
     local name=$1 substitution=$2 log
-    cp "$backup" "$table"
+    cp "$pristine" "$table"
     perl -0pi -e "$substitution" "$table"
-    if cmp -s "$table" "$backup"; then
-        echo "NOT APPLIED  $name: its pattern no longer matches $table"
+    if cmp -s "$table" "$pristine"; then
+        echo "NOT APPLIED  $name: its pattern no longer matches $original"
         failures=$((failures + 1))
         return
     fi
     log=$(mktemp)
-    if loom-tests/run.sh >"$log" 2>&1; then
+    if "$tree/loom-tests/run.sh" >"$log" 2>&1; then
         echo "SURVIVED     $name: every loom model passed"
         failures=$((failures + 1))
     else
