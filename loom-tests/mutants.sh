@@ -3,9 +3,8 @@
 # (one of its three fences weakened or dropped, a rule of an insert's validation skipped, a
 # decision's compare-and-swap retried on a word that holds no state of its key: another key's, or
 # a reservation of its own; a reset of every key that decides on reservations), runs the models,
-# and expects some model to fail. It works on a copy of the working tree in a temporary folder
-# (sharing target/ for the build cache), so the checkout itself is never modified: a commit made
-# while it runs cannot pick up a mutant.
+# and expects some model to fail. It works on a copy of the working tree in a temporary folder,
+# so the checkout itself is never modified: a commit made while it runs cannot pick up a mutant.
 #
 #   loom-tests/mutants.sh        # about 6 minutes on a 2-core VM (374 s in `.ci/run`)
 #
@@ -18,13 +17,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 tree=$(mktemp -d)
-# `rm -r` removes the link to target/, not what it points to.
+# `rm -r` removes the link to the copy's target folder, not what it points to.
 trap 'rm -rf "$tree"' EXIT
 # The working tree as it is (committed or not), without the build, the history and the fuzzing
-# workspace; its target/ is the checkout's, so the models' dependencies are built once.
+# workspace. The copy builds into target/mutants, kept between runs so that the models'
+# dependencies are built once, and never into the checkout's own target/loom: cargo names and
+# fingerprints a workspace crate by its path inside the workspace, the same in the copy, so a
+# mutant's build there would later pass for the checkout's own.
 tar -c --exclude=./target --exclude=./.git --exclude=./fuzz . | tar -x -C "$tree"
-mkdir -p target
-ln -s "$root/target" "$tree/target"
+mkdir -p target/mutants
+ln -s "$root/target/mutants" "$tree/target"
 original=src/store/table.rs
 table="$tree/$original"
 # The source as it was copied: each mutant starts from it, whatever happens to the checkout.
