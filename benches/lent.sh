@@ -72,7 +72,7 @@ contention)
             filters+=("allow, $threads threads")
             threads=$((threads * 2))
         done
-        filters+=("allow, $(nproc) threads")
+        [ $((threads / 2)) -ne "$(nproc)" ] && filters+=("allow, $(nproc) threads")
         rows 110 15 "${filters[@]}"
     } 2>&1 | tee "$out/contention.txt"
     ;;

@@ -409,6 +409,30 @@ fn keyed_strings(label: &str, keys: u64) {
     );
 }
 
+/// A floor's two rows over `seq`, continuing at `a` and `b`: the floor against governor (where
+/// it exceeds 0.5, no check that does the floor's work reaches 2x governor), and `check`,
+/// tollgate's, against the floor.
+fn floor_rows(
+    label: &str,
+    floor: &str,
+    seq: &[u64],
+    (a, b): (&mut usize, &mut usize),
+    touch: impl Fn(u64) -> bool,
+    check: impl Fn(u64) -> bool,
+    governor: impl Fn(u64) -> bool,
+) {
+    paired(
+        &format!("keyed {label}: {floor} / governor"),
+        || time_keys(seq, a, &touch),
+        || time_keys(seq, b, &governor),
+    );
+    paired(
+        &format!("keyed {label}: tollgate / {floor}"),
+        || time_keys(seq, a, &check),
+        || time_keys(seq, b, &touch),
+    );
+}
+
 /// Tollgate's and governor's keyed limiters over `keys` keys, both holding every key, compared
 /// on the same sequence.
 fn keyed(label: &str, keys: u64, zipf: bool) {
@@ -476,40 +500,39 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         // 2x governor is out of reach of every check that reads the clock and writes a 128-bit
         // slot of a table this size.
         let floor = Floor::new(tollgate.stats().slots);
-        paired(
-            &format!("keyed {label}: floor (clock + CAS of a random slot) / governor"),
-            || time_keys(&seq, &mut a, |k| floor.touch(k)),
-            || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
-        );
-        paired(
-            &format!("keyed {label}: tollgate / floor (clock + CAS of a random slot)"),
-            || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
-            || time_keys(&seq, &mut b, |k| floor.touch(k)),
+        let check = |k: u64| tollgate.check_key(&k).is_ok();
+        let governor_check = |k: u64| governor.check_key(&k).is_ok();
+        floor_rows(
+            label,
+            "floor (clock + CAS of a random slot)",
+            &seq,
+            (&mut a, &mut b),
+            |k| floor.touch(k),
+            check,
+            governor_check,
         );
         // The same with a second slot's line, in the way of tollgate's check, which waits for
         // a line of each of its key's two groups: the reads and write of the design, with none
         // of a check's hashing, probing, scanning or deciding.
-        paired(
-            &format!("keyed {label}: two-line floor / governor"),
-            || time_keys(&seq, &mut a, |k| floor.touch_two(k)),
-            || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
-        );
-        paired(
-            &format!("keyed {label}: tollgate / two-line floor"),
-            || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
-            || time_keys(&seq, &mut b, |k| floor.touch_two(k)),
+        floor_rows(
+            label,
+            "two-line floor",
+            &seq,
+            (&mut a, &mut b),
+            |k| floor.touch_two(k),
+            check,
+            governor_check,
         );
         // And with the line after each slot's too, as many lines as a check fetches: on one
         // thread this costs what the two-line floor does.
-        paired(
-            &format!("keyed {label}: four-line floor / governor"),
-            || time_keys(&seq, &mut a, |k| floor.touch_four(k)),
-            || time_keys(&seq, &mut b, |k| governor.check_key(&k).is_ok()),
-        );
-        paired(
-            &format!("keyed {label}: tollgate / four-line floor"),
-            || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
-            || time_keys(&seq, &mut b, |k| floor.touch_four(k)),
+        floor_rows(
+            label,
+            "four-line floor",
+            &seq,
+            (&mut a, &mut b),
+            |k| floor.touch_four(k),
+            check,
+            governor_check,
         );
         // The floor's rows are done: its table is freed before the replica's is built.
         drop(floor);

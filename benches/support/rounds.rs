@@ -31,6 +31,7 @@ pub fn rounds() -> usize {
         Err(error) => panic!("TOLLGATE_PAIRED_ROUNDS: {error}"),
     })
 }
+
 /// Calls per measurement: each round times `CALLS` calls of A and as many of B.
 pub const CALLS: u64 = 2_000_000;
 
