@@ -10,6 +10,7 @@
 //!     cargo bench --bench paired
 
 mod support;
+use std::cell::Cell;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -880,11 +881,41 @@ fn main() {
     let gov_allow = || gov_hot_allow.check_key(&HOT).is_ok();
     let gov_deny = || gov_hot_deny.check_key(&HOT).is_ok();
     assert!(allow() && gov_allow() && !deny() && !gov_deny());
+    // What n busy cores do to each core's speed whatever it runs: one chain of dependent shifts,
+    // xors and multiplies per thread, carried from call to call (so that calls cannot overlap)
+    // and touching no shared memory; the multiplier is opaque, so that the compiler cannot fold
+    // the chain. Its n threads / 1 thread above 1 is the clock of n busy cores below one busy
+    // core's (turbo), which is in every per-thread time of these rows, the denials' above all.
+    thread_local!(static CHAIN: Cell<u64> = const { Cell::new(1) });
+    let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
+    let arithmetic = || {
+        CHAIN.with(|chain| {
+            let mut x = chain.get();
+            for _ in 0..16 {
+                x = (x ^ (x >> 29)).wrapping_mul(multiplier);
+            }
+            chain.set(x);
+            x != 0
+        })
+    };
+    // The clock read alone: the largest part of a denial.
+    let hot_clock = TscClock::new();
+    let clock_read = || black_box(hot_clock.now()).as_nanos() != 0;
     for threads in thread_counts() {
         paired(
             &format!("keyed hot key, {threads} threads / 1 thread: deny, tollgate (per check)"),
             || time_threads(threads, &deny),
             || time_threads(1, &deny),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads / 1 thread: clock read alone (per call)"),
+            || time_threads(threads, &clock_read),
+            || time_threads(1, &clock_read),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads / 1 thread: arithmetic alone (per call)"),
+            || time_threads(threads, &arithmetic),
+            || time_threads(1, &arithmetic),
         );
         paired(
             &format!("keyed hot key, {threads} threads: deny / allow, tollgate"),
