@@ -11,10 +11,11 @@
 
 mod support;
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
@@ -24,12 +25,19 @@ use support::rounds::{
 };
 use support::wide::{prefetch, Wide};
 use support::{contended, on_threads};
-use tollgate::{Clock, CoarseClock, Gcra, KeyedRateLimiter, Quota, RateLimiter, TscClock};
+use tollgate::{
+    Algorithm, Clock, CoarseClock, Gcra, KeyedRateLimiter, Quota, RateLimiter, Transition, TscClock,
+};
 
 /// Nanoseconds per call per thread, with `threads` threads each making `CALLS / threads` calls
 /// at once (the slowest thread's time).
 fn time_threads<F: Fn() -> bool + Sync>(threads: usize, f: &F) -> f64 {
-    let calls = CALLS / threads as u64;
+    time_threads_calls(threads, CALLS, f)
+}
+
+/// [`time_threads`] over `total` calls in all.
+fn time_threads_calls<F: Fn() -> bool + Sync>(threads: usize, total: u64, f: &F) -> f64 {
+    let calls = total / threads as u64;
     contended(threads, calls, f).as_nanos() as f64 / calls as f64
 }
 
@@ -59,6 +67,44 @@ fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
 fn check_batch(limiter: &KeyedRateLimiter<u64>, keys: &[u64]) {
     for decision in limiter.check_keys(keys) {
         black_box(decision.is_ok());
+    }
+}
+
+/// The keyed limiter many servers start with: one `Mutex<HashMap<key, state>>` (std's hasher),
+/// here with tollgate's own GCRA transition and clock, so that only where the states live, and
+/// how they are reached, differs from tollgate. Memory grows with every new key.
+struct LockedMap {
+    gcra: Gcra,
+    clock: TscClock,
+    map: Mutex<HashMap<u64, u64>>,
+}
+
+impl LockedMap {
+    /// A map holding keys `0..keys`, each checked once.
+    fn new(quota: Quota, keys: u64) -> LockedMap {
+        let map = LockedMap {
+            gcra: Gcra::from(quota),
+            clock: TscClock::new(),
+            map: Mutex::new(HashMap::new()),
+        };
+        for k in 0..keys {
+            map.check(k);
+        }
+        map
+    }
+
+    /// Admits one request for `key`: the clock read outside the lock, the decision inside.
+    fn check(&self, key: u64) -> bool {
+        let now = self.clock.now();
+        let mut map = self.map.lock().unwrap();
+        let state = map.entry(key).or_insert(0);
+        match self.gcra.transition(*state, now, 1) {
+            Transition::Allow { state: next } => {
+                *state = next;
+                true
+            }
+            Transition::Deny { .. } => false,
+        }
     }
 }
 
@@ -816,8 +862,27 @@ fn main() {
         }
         governor
     });
+    // The same keys in one `Mutex<HashMap>`, with the same quota: what a server's own keyed
+    // limiter often is. Its rows make an eighth of the calls (each side), since under contention
+    // its checks queue for the lock.
+    let locked_1m = LazyLock::new(|| LockedMap::new(quota, 1_000_000));
     let floor_1m = Floor::new(keyed_1m.stats().slots);
     let one_thread: Vec<u64> = sequence(1_000_000, 1 << 21, 20, false);
+    let tollgate = |k: u64| keyed_1m.check_key(&k).is_ok();
+    let locked = |k: u64| locked_1m.check(k);
+    // Nanoseconds per check of one thread over the keys of `one_thread`.
+    let one = |calls: u64, check: &dyn Fn(u64) -> bool| {
+        let start = Instant::now();
+        for i in 0..calls as usize {
+            black_box(check(one_thread[i % one_thread.len()]));
+        }
+        start.elapsed().as_nanos() as f64 / calls as f64
+    };
+    paired(
+        "keyed distinct keys, 1 thread: tollgate / Mutex<HashMap>",
+        || one(CALLS / 8, &tollgate),
+        || one(CALLS / 8, &locked),
+    );
     for threads in thread_counts() {
         let per_thread: Vec<Vec<u64>> = (0..threads as u64)
             .map(|j| {
@@ -827,9 +892,10 @@ fn main() {
                     .collect()
             })
             .collect();
-        // Nanoseconds per check of the whole group of `t` threads: lower is more throughput.
-        let run = |t: usize, check: &(dyn Fn(u64) -> bool + Sync)| {
-            let calls = CALLS / t as u64;
+        // Nanoseconds per check of the whole group of `t` threads, over `total` checks: lower is
+        // more throughput.
+        let run_calls = |t: usize, total: u64, check: &(dyn Fn(u64) -> bool + Sync)| {
+            let calls = total / t as u64;
             let slowest = on_threads(t, |j| {
                 let keys = if t == 1 { &one_thread } else { &per_thread[j] };
                 for i in 0..calls as usize {
@@ -838,7 +904,7 @@ fn main() {
             });
             slowest.as_nanos() as f64 / (calls * t as u64) as f64
         };
-        let tollgate = |k: u64| keyed_1m.check_key(&k).is_ok();
+        let run = |t: usize, check: &(dyn Fn(u64) -> bool + Sync)| run_calls(t, CALLS, check);
         let governor = |k: u64| governor_1m.check_key(&k).is_ok();
         let floor = |k: u64| floor_1m.touch_two(k);
         let four_line_floor = |k: u64| floor_1m.touch_four(k);
@@ -861,6 +927,11 @@ fn main() {
             &format!("keyed distinct keys, {threads} threads: tollgate / governor"),
             || run(threads, &tollgate),
             || run(threads, &governor),
+        );
+        paired(
+            &format!("keyed distinct keys, {threads} threads: tollgate / Mutex<HashMap>"),
+            || run_calls(threads, CALLS / 8, &tollgate),
+            || run_calls(threads, CALLS / 8, &locked),
         );
         paired(
             &format!("keyed distinct keys: four-line floor, 1 thread / {threads} threads"),
@@ -893,12 +964,17 @@ fn main() {
         Quota::per_hour(1).unwrap(),
         governor::Quota::per_hour(NonZeroU32::new(1).unwrap()),
     );
+    let locked_hot_allow = LockedMap::new(unlimited, 1_000);
+    let locked_hot_deny = LockedMap::new(Quota::per_hour(1).unwrap(), 1_000);
     const HOT: u64 = 42;
+    let locked_allow = || locked_hot_allow.check(HOT);
+    let locked_deny = || locked_hot_deny.check(HOT);
     let allow = || hot_allow.check_key(&HOT).is_ok();
     let deny = || hot_deny.check_key(&HOT).is_ok();
     let gov_allow = || gov_hot_allow.check_key(&HOT).is_ok();
     let gov_deny = || gov_hot_deny.check_key(&HOT).is_ok();
     assert!(allow() && gov_allow() && !deny() && !gov_deny());
+    assert!(locked_allow() && !locked_deny());
     // What n busy cores do to each core's speed whatever it runs: one chain of dependent shifts,
     // xors and multiplies per thread, carried from call to call (so that calls cannot overlap)
     // and touching no shared memory; the multiplier is opaque, so that the compiler cannot fold
@@ -949,6 +1025,17 @@ fn main() {
             &format!("keyed hot key, {threads} threads: deny, tollgate / governor"),
             || time_threads(threads, &deny),
             || time_threads(threads, &gov_deny),
+        );
+        // An eighth of the calls, as for distinct keys: the map's checks queue for its lock.
+        paired(
+            &format!("keyed hot key, {threads} threads: allow, tollgate / Mutex<HashMap>"),
+            || time_threads_calls(threads, CALLS / 8, &allow),
+            || time_threads_calls(threads, CALLS / 8, &locked_allow),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads: deny, tollgate / Mutex<HashMap>"),
+            || time_threads_calls(threads, CALLS / 8, &deny),
+            || time_threads_calls(threads, CALLS / 8, &locked_deny),
         );
     }
     if !any_row_run() {
