@@ -1,5 +1,6 @@
-//! Paired ratios: tollgate against governor and against the floor, measured in alternating
-//! rounds so that the drift of a shared, noisy machine cancels out.
+//! Paired ratios: tollgate against governor, against a `Mutex<HashMap>` keyed limiter and against
+//! the floor, measured in alternating rounds so that the drift of a shared, noisy machine cancels
+//! out.
 //!
 //! Criterion (`benches/direct.rs`) measures one function after another; on a VM whose speed
 //! drifts by ±10% over a minute, two medians taken a minute apart cannot settle a 5% question.
