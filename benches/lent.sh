@@ -5,7 +5,9 @@
 #   benches/lent.sh pack              # here: build the paired bench and the release test
 #                                     # binaries into target/lent (carry that folder)
 #   benches/lent.sh contention        # there: distinct keys, one hot key and one limiter from
-#                                     # 2 threads to every core (about 4 minutes on 16 cores)
+#                                     # 2 threads to every core, against governor, the floors
+#                                     # and a Mutex<HashMap>, with the busy-core rows (about 4
+#                                     # minutes on 16 cores)
 #   benches/lent.sh single            # there: every single-thread row of the README's table,
 #                                     # then the release tests once and their threaded ones in a
 #                                     # loop for a minute (about 5 minutes on 16 cores)

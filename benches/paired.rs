@@ -979,8 +979,10 @@ fn main() {
     // What n busy cores do to each core's speed whatever it runs: one chain of dependent shifts,
     // xors and multiplies per thread, carried from call to call (so that calls cannot overlap)
     // and touching no shared memory; the multiplier is opaque, so that the compiler cannot fold
-    // the chain. Its n threads / 1 thread above 1 is the clock of n busy cores below one busy
-    // core's (turbo), which is in every per-thread time of these rows, the denials' above all.
+    // the chain. Its n threads / 1 thread above 1 says that n busy threads run slower than one:
+    // a lower clock with every core busy, or threads sharing a core (a host that gives a vCPU
+    // less than a core, or another process), which is then in every per-thread time of these
+    // rows, the denials' above all; near 2 with 2 threads, no thread row of the run means much.
     thread_local!(static CHAIN: Cell<u64> = const { Cell::new(1) });
     let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
     let arithmetic = || {
