@@ -871,18 +871,24 @@ fn main() {
     let one_thread: Vec<u64> = sequence(1_000_000, 1 << 21, 20, false);
     let tollgate = |k: u64| keyed_1m.check_key(&k).is_ok();
     let locked = |k: u64| locked_1m.check(k);
-    // Nanoseconds per check of one thread over the keys of `one_thread`.
-    let one = |calls: u64, check: &dyn Fn(u64) -> bool| {
-        let start = Instant::now();
-        for i in 0..calls as usize {
-            black_box(check(one_thread[i % one_thread.len()]));
-        }
-        start.elapsed().as_nanos() as f64 / calls as f64
-    };
+    // Nanoseconds per check of the whole group of `t` threads over `total` checks, thread j
+    // checking the keys of `per_thread[j]` (one thread: those of `one_thread`): lower is more
+    // throughput.
+    let run_calls =
+        |t: usize, per_thread: &[Vec<u64>], total: u64, check: &(dyn Fn(u64) -> bool + Sync)| {
+            let calls = total / t as u64;
+            let slowest = on_threads(t, |j| {
+                let keys = if t == 1 { &one_thread } else { &per_thread[j] };
+                for i in 0..calls as usize {
+                    black_box(check(keys[i % keys.len()]));
+                }
+            });
+            slowest.as_nanos() as f64 / (calls * t as u64) as f64
+        };
     paired(
         "keyed distinct keys, 1 thread: tollgate / Mutex<HashMap>",
-        || one(CALLS / 8, &tollgate),
-        || one(CALLS / 8, &locked),
+        || run_calls(1, &[], CALLS / 8, &tollgate),
+        || run_calls(1, &[], CALLS / 8, &locked),
     );
     for threads in thread_counts() {
         let per_thread: Vec<Vec<u64>> = (0..threads as u64)
@@ -893,19 +899,9 @@ fn main() {
                     .collect()
             })
             .collect();
-        // Nanoseconds per check of the whole group of `t` threads, over `total` checks: lower is
-        // more throughput.
-        let run_calls = |t: usize, total: u64, check: &(dyn Fn(u64) -> bool + Sync)| {
-            let calls = total / t as u64;
-            let slowest = on_threads(t, |j| {
-                let keys = if t == 1 { &one_thread } else { &per_thread[j] };
-                for i in 0..calls as usize {
-                    black_box(check(keys[i % keys.len()]));
-                }
-            });
-            slowest.as_nanos() as f64 / (calls * t as u64) as f64
+        let run = |t: usize, check: &(dyn Fn(u64) -> bool + Sync)| {
+            run_calls(t, &per_thread, CALLS, check)
         };
-        let run = |t: usize, check: &(dyn Fn(u64) -> bool + Sync)| run_calls(t, CALLS, check);
         let governor = |k: u64| governor_1m.check_key(&k).is_ok();
         let floor = |k: u64| floor_1m.touch_two(k);
         let four_line_floor = |k: u64| floor_1m.touch_four(k);
@@ -931,8 +927,8 @@ fn main() {
         );
         paired(
             &format!("keyed distinct keys, {threads} threads: tollgate / Mutex<HashMap>"),
-            || run_calls(threads, CALLS / 8, &tollgate),
-            || run_calls(threads, CALLS / 8, &locked),
+            || run_calls(threads, &per_thread, CALLS / 8, &tollgate),
+            || run_calls(threads, &per_thread, CALLS / 8, &locked),
         );
         paired(
             &format!("keyed distinct keys: four-line floor, 1 thread / {threads} threads"),
