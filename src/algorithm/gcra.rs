@@ -165,16 +165,23 @@ impl Algorithm for Gcra {
             };
         }
         let now = now.as_nanos();
-        // cost <= burst, so cost × T <= τ: no overflow. The stored TAT is below
-        // Nanos::MAX + τ_max, so the sum stays below 2^64; saturation only guards arbitrary words
-        // (fuzzing), where a saturated TAT is still far beyond `now + τ` and is denied.
-        let new_tat = state.max(now).saturating_add(cost * self.emission_interval);
-        let limit = now + self.tolerance;
-        if new_tat <= limit {
-            Transition::Allow { state: new_tat }
+        let increment = cost * self.emission_interval;
+        // The latest TAT that still has room for `cost`. `max(TAT, now) + c·T ≤ now + τ` holds
+        // iff `TAT ≤ now + τ − c·T`, since `now` meets that bound itself (c·T ≤ τ, as
+        // cost <= burst): the test reads the stored word alone, one comparison after the clock
+        // read, and needs no saturation. `now + τ` cannot overflow: now <= Nanos::MAX and
+        // τ <= Quota::MAX_TOLERANCE.
+        let latest = now + (self.tolerance - increment);
+        if state <= latest {
+            // At most `now + τ`: no overflow.
+            Transition::Allow {
+                state: state.max(now) + increment,
+            }
         } else {
+            // `new_tat − (now + τ)`, with `new_tat = TAT + c·T` (the TAT is ahead of `now`),
+            // computed without forming `new_tat`, which an arbitrary word could overflow.
             Transition::Deny {
-                retry_after: Nanos::from_nanos(new_tat - limit),
+                retry_after: Nanos::from_nanos(state - latest),
             }
         }
     }
