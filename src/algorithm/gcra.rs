@@ -391,5 +391,53 @@ mod tests {
             let expected = limited(&own, state) || (!no_tier && limited(&tier, state));
             proptest::prop_assert_eq!(judged, expected, "TAT {} at {}", state, now);
         }
+
+        /// The transition is the module's formula, `max(TAT, now) + c·T ≤ now + τ`, evaluated here
+        /// in 128 bits, where nothing overflows, for every word and time: not only the states a
+        /// limiter reaches (the reference tests cover those) but corrupted ones near `u64::MAX`,
+        /// and words within 3 ns of the boundary `now + τ − c·T` that the check compares with. A
+        /// denial's retry time is the exact excess, capped at `Nanos::MAX` like every duration.
+        #[test]
+        fn transition_is_the_formula_for_every_word(
+            quota in (1u64..1_000, 1u64..100_000, 1u64..1_000),
+            widest in proptest::bool::weighted(0.1),
+            now in proptest::num::u64::ANY,
+            word in proptest::num::u64::ANY,
+            pick in 0u8..3,
+            edge in -3i64..=3,
+            cost in 0u64..1_002,
+        ) {
+            let g = if widest {
+                // The largest tolerance there is, where `now + τ` comes closest to 2^64.
+                Gcra::from(Quota::new(1, Quota::MAX_PERIOD).unwrap().with_burst(2).unwrap())
+            } else {
+                gcra(quota.0, quota.1, quota.2)
+            };
+            let now = Nanos::from_nanos(now);
+            let t = u128::from(now.as_nanos());
+            let (interval, tolerance) = (u128::from(g.emission_interval), u128::from(g.tolerance));
+            let cost = cost % (g.burst + 2);
+            let word = match pick {
+                0 => word,
+                1 => (t + tolerance).saturating_sub(u128::from(cost) * interval)
+                    .min(u128::from(u64::MAX)) as u64,
+                _ => now.as_nanos(),
+            }
+            .saturating_add_signed(if pick == 0 { 0 } else { edge });
+            let expected = if cost == 0 {
+                Transition::Allow { state: word }
+            } else if cost > g.burst {
+                Transition::Deny { retry_after: Nanos::MAX }
+            } else {
+                let new_tat = u128::from(word).max(t) + u128::from(cost) * interval;
+                if new_tat <= t + tolerance {
+                    Transition::Allow { state: u64::try_from(new_tat).unwrap() }
+                } else {
+                    let excess = new_tat - (t + tolerance);
+                    Transition::Deny { retry_after: Nanos::from_nanos(u64::try_from(excess).unwrap_or(u64::MAX)) }
+                }
+            };
+            proptest::prop_assert_eq!(g.transition(word, now, cost), expected, "word {} at {:?}, cost {}", word, now, cost);
+        }
     }
 }
