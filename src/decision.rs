@@ -11,6 +11,48 @@ use crate::clock::Nanos;
 /// A cost of 0 is a pure peek: it is always admitted, changes nothing, and reports the state as it
 /// stands ([`RateLimiter::peek`](crate::RateLimiter::peek)).
 ///
+/// # HTTP headers
+///
+/// HTTP carries these times in whole seconds. Take them from
+/// [`retry_after_secs`](Decision::retry_after_secs) and
+/// [`reset_after_secs`](Decision::reset_after_secs), which round up, not from
+/// `retry_after().as_secs()`, which rounds down: a wait of 0.4 s would go out as
+/// `Retry-After: 0`, and a client that obeys it comes straight back to be refused again.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // 2 per minute per client: a burst of 2, then one every 30 s.
+/// let clock = ManualClock::new();
+/// let per_client = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_minute(2)?))
+///     .clock(&clock)
+///     .build()?;
+/// let mut responses = Vec::new();
+/// for _ in 0..3 {
+///     let d = per_client.decide_key("203.0.113.7", 1)?;
+///     let mut headers = vec![
+///         ("RateLimit-Limit", d.limit()),
+///         ("RateLimit-Remaining", d.remaining()),
+///         ("RateLimit-Reset", d.reset_after_secs()),
+///     ];
+///     if !d.is_allowed() {
+///         // With 429 Too Many Requests.
+///         headers.push(("Retry-After", d.retry_after_secs()));
+///     }
+///     responses.push(headers);
+///     clock.advance(Duration::from_millis(400));
+/// }
+/// let common = [("RateLimit-Limit", 2), ("RateLimit-Remaining", 0)];
+/// assert_eq!(responses[0], [("RateLimit-Limit", 2), ("RateLimit-Remaining", 1), ("RateLimit-Reset", 30)]);
+/// assert_eq!(responses[1], [common[0], common[1], ("RateLimit-Reset", 60)]); // 59.6 s
+/// // Denied at 0.8 s: one more fits in 29.2 s, and the state is fresh in 59.2 s.
+/// assert_eq!(responses[2], [common[0], common[1], ("RateLimit-Reset", 60), ("Retry-After", 30)]);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// ```
 /// use std::time::Duration;
 /// use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
@@ -125,6 +167,24 @@ impl Decision {
         self.retry_after.as_duration()
     }
 
+    /// [`retry_after`](Decision::retry_after) in whole seconds, rounded up: the value of an
+    /// HTTP `Retry-After` header (see [HTTP headers](Decision#http-headers)). 0 when the
+    /// request was admitted.
+    ///
+    /// ```
+    /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(4).unwrap()), &clock);
+    /// assert_eq!(limiter.decide(4).unwrap().retry_after_secs(), 0);
+    /// let denied = limiter.decide(1).unwrap();
+    /// assert_eq!(denied.retry_after().as_millis(), 250);
+    /// assert_eq!(denied.retry_after_secs(), 1); // `retry_after().as_secs()` would say 0
+    /// ```
+    #[must_use]
+    pub const fn retry_after_secs(&self) -> u64 {
+        whole_seconds_rounded_up(self.retry_after)
+    }
+
     /// How long until the state is back to fresh, with its full capacity available, if nothing
     /// more is admitted.
     ///
@@ -138,6 +198,21 @@ impl Decision {
     #[must_use]
     pub const fn reset_after(&self) -> Duration {
         self.reset_after.as_duration()
+    }
+
+    /// [`reset_after`](Decision::reset_after) in whole seconds, rounded up: the value of a
+    /// `RateLimit-Reset` header (see [HTTP headers](Decision#http-headers)).
+    ///
+    /// ```
+    /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(10).unwrap()), &clock);
+    /// assert_eq!(limiter.peek().reset_after_secs(), 0); // fresh
+    /// assert_eq!(limiter.decide(3).unwrap().reset_after_secs(), 1); // 300 ms
+    /// ```
+    #[must_use]
+    pub const fn reset_after_secs(&self) -> u64 {
+        whole_seconds_rounded_up(self.reset_after)
     }
 
     /// The capacity the decision was made against: the burst for GCRA, the per-window limit for
@@ -200,6 +275,28 @@ impl Denied {
     pub const fn retry_after(&self) -> Duration {
         self.retry_after.as_duration()
     }
+
+    /// [`retry_after`](Denied::retry_after) in whole seconds, rounded up: the value of an HTTP
+    /// `Retry-After` header. Never 0: a denial always has something to wait for.
+    ///
+    /// ```
+    /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(4).unwrap().with_burst(1).unwrap()), &clock);
+    /// limiter.check().unwrap();
+    /// let denied = limiter.check().unwrap_err();
+    /// assert_eq!(denied.retry_after_secs(), 1); // 250 ms; `retry_after().as_secs()` would say 0
+    /// ```
+    #[must_use]
+    pub const fn retry_after_secs(&self) -> u64 {
+        whole_seconds_rounded_up(self.retry_after)
+    }
+}
+
+/// A time in the whole seconds that HTTP headers carry, rounded up, so that a client waiting that
+/// long has waited at least the time itself.
+const fn whole_seconds_rounded_up(time: Nanos) -> u64 {
+    time.as_nanos().div_ceil(1_000_000_000)
 }
 
 impl fmt::Display for Denied {
@@ -344,6 +441,31 @@ mod tests {
             "Decision { allowed: true, remaining: 3, retry_after: Nanos(0), \
              reset_after: Nanos(7), limit: 10 }"
         );
+    }
+
+    /// Whole seconds round up at every boundary: 0 stays 0, a nanosecond past a second is two.
+    #[test]
+    fn whole_seconds_round_up() {
+        let second = 1_000_000_000;
+        for (nanos, secs) in [
+            (0, 0),
+            (1, 1),
+            (second - 1, 1),
+            (second, 1),
+            (second + 1, 2),
+            (59 * second + 400_000_000, 60),
+            // Nanos::MAX, 2^63 - 1 ns: 9 223 372 036.85 s.
+            (u64::MAX, 9_223_372_037),
+        ] {
+            let time = Nanos::from_nanos(nanos);
+            assert_eq!(whole_seconds_rounded_up(time), secs, "{nanos} ns");
+            assert_eq!(Denied::new(time).retry_after_secs(), secs);
+            let denial = Decision::new(false, 0, time, time, 1);
+            assert_eq!(
+                (denial.retry_after_secs(), denial.reset_after_secs()),
+                (secs, secs)
+            );
+        }
     }
 
     /// The errors say why in words, and a `CheckError` says what its cause says and chains it.

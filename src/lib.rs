@@ -16,8 +16,8 @@
 //! match limiter.check() {
 //!     Ok(()) => { /* serve the request */ }
 //!     Err(denied) => {
-//!         // Reply 429 with `Retry-After`; waiting this long is enough.
-//!         let _wait = denied.retry_after();
+//!         // Reply 429 with `Retry-After: {secs}` (rounded up: waiting this long is enough).
+//!         let _secs = denied.retry_after_secs();
 //!     }
 //! }
 //!
