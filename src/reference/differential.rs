@@ -18,7 +18,12 @@ use crate::decision::Decision;
 ///   capacity must report `Nanos::MAX`);
 /// - `reset_after` is exact: the model has its whole capacity back at `now + reset_after`, and
 ///   not one nanosecond earlier; a `reset_after` that reaches past [`Nanos::MAX`] means that the
-///   model is not full by then.
+///   model is not full by then;
+/// - the whole seconds of HTTP headers are enough: at `now +`
+///   [`retry_after_secs`](Decision::retry_after_secs) seconds the model and the algorithm admit
+///   the request they denied, and at `now +` [`reset_after_secs`](Decision::reset_after_secs)
+///   seconds the algorithm has its whole capacity back (rounding a wait up must never make it
+///   too short: no state gets worse while nothing is admitted).
 ///
 /// The property tests and the fuzz targets both drive this type.
 ///
@@ -164,6 +169,12 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         if next == u64::MAX && next != state {
             return fail("stored the reserved word u64::MAX");
         }
+        // A wait rounded up to whole seconds (HTTP's), as a clock reading, where there is one.
+        let whole_seconds = |secs: u64| {
+            secs.checked_mul(1_000_000_000)
+                .and_then(|wait| t.checked_add(wait))
+                .filter(|&then| then <= Nanos::MAX.as_nanos())
+        };
         let retry = decision.retry_after().as_nanos() as u64;
         if decision.is_allowed() {
             if retry != 0 {
@@ -185,6 +196,14 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             if before.clone().decide(at(t + retry - 1), cost).allowed {
                 return fail(&format!("retry_after {retry} ns is too long"));
             }
+            let secs = decision.retry_after_secs();
+            if let Some(then) = whole_seconds(secs) {
+                if !before.clone().decide(at(then), cost).allowed
+                    || !algorithm.decide(state, at(then), cost).0.is_allowed()
+                {
+                    return fail(&format!("retry_after_secs {secs} s is too short"));
+                }
+            }
         }
         let reset = decision.reset_after().as_nanos() as u64;
         if reset < Nanos::MAX.as_nanos() && t + reset <= Nanos::MAX.as_nanos() {
@@ -193,6 +212,12 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             }
             if reset > 0 && self.model.clone().decide(at(t + reset - 1), 0).remaining == capacity {
                 return fail(&format!("reset_after {reset} ns is too long"));
+            }
+            let secs = decision.reset_after_secs();
+            if let Some(then) = whole_seconds(secs) {
+                if algorithm.decide(next, at(then), 0).0.remaining() != capacity {
+                    return fail(&format!("reset_after_secs {secs} s is too short"));
+                }
             }
         } else if self.model.clone().decide(Nanos::MAX, 0).remaining == capacity {
             // The capacity comes back past the last time a clock can read, so it cannot be
@@ -234,6 +259,8 @@ mod tests {
         RetryShort,
         StillDeniedAtRetry,
         RetryLong,
+        DeniedAtWholeSecond,
+        NotFullAtWholeSecond,
         ResetShort,
         ResetLong,
         ResetNever,
@@ -299,6 +326,14 @@ mod tests {
                     (allowed, next, retry) = (false, state, 1);
                 }
                 Flaw::RetryLong if !allowed => retry += 1,
+                // Admitted after its 100 ms wait, but denied again at the whole second.
+                Flaw::DeniedAtWholeSecond if now.as_nanos() == 1_000_000_000 && cost == 1 => {
+                    (allowed, next, retry) = (false, state, 1);
+                }
+                // Full after its 300 ms, but not at the whole second.
+                Flaw::NotFullAtWholeSecond if now.as_nanos() == 1_000_000_000 && cost == 0 => {
+                    remaining -= 1;
+                }
                 Flaw::ResetShort => reset -= 1,
                 Flaw::ResetLong => reset += 1,
                 Flaw::ResetNever => reset = Nanos::MAX.as_nanos(),
@@ -366,6 +401,16 @@ mod tests {
                 "retry_after 100000000 ns is too short",
             ),
             (Flaw::RetryLong, 1, "retry_after 100000001 ns is too long"),
+            (
+                Flaw::DeniedAtWholeSecond,
+                1,
+                "retry_after_secs 1 s is too short",
+            ),
+            (
+                Flaw::NotFullAtWholeSecond,
+                0,
+                "reset_after_secs 1 s is too short",
+            ),
             (Flaw::ResetShort, 0, "reset_after 299999999 ns is too short"),
             (Flaw::ResetLong, 0, "reset_after 300000001 ns is too long"),
             (
