@@ -1,7 +1,7 @@
 //! Differential fuzzing: arbitrary quotas and arbitrary request sequences, replayed through each
 //! packed algorithm and its reference model, checked after every step by
-//! `tollgate::reference::Differential` (verdicts, remaining, exact retry and reset times, the
-//! check path against the full decision, no stored reserved word).
+//! `tollgate::reference::Differential` (verdicts, remaining, exact retry and reset times and
+//! their whole seconds, the check path against the full decision, no stored reserved word).
 #![no_main]
 
 use arbitrary::Arbitrary;
