@@ -277,7 +277,7 @@ impl Denied {
     }
 
     /// [`retry_after`](Denied::retry_after) in whole seconds, rounded up: the value of an HTTP
-    /// `Retry-After` header. Never 0: a denial always has something to wait for.
+    /// `Retry-After` header (see [HTTP headers](Decision#http-headers)).
     ///
     /// ```
     /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
