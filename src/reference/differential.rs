@@ -22,8 +22,8 @@ use crate::decision::Decision;
 /// - the whole seconds of HTTP headers are enough: at `now +`
 ///   [`retry_after_secs`](Decision::retry_after_secs) seconds the model and the algorithm admit
 ///   the request they denied, and at `now +` [`reset_after_secs`](Decision::reset_after_secs)
-///   seconds the algorithm has its whole capacity back (rounding a wait up must never make it
-///   too short: no state gets worse while nothing is admitted).
+///   seconds both have their whole capacity back (rounding a wait up must never make it too
+///   short: no state gets worse while nothing is admitted).
 ///
 /// The property tests and the fuzz targets both drive this type.
 ///
@@ -215,7 +215,9 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             }
             let secs = decision.reset_after_secs();
             if let Some(then) = whole_seconds(secs) {
-                if algorithm.decide(next, at(then), 0).0.remaining() != capacity {
+                if self.model.clone().decide(at(then), 0).remaining != capacity
+                    || algorithm.decide(next, at(then), 0).0.remaining() != capacity
+                {
                     return fail(&format!("reset_after_secs {secs} s is too short"));
                 }
             }
