@@ -27,7 +27,8 @@ use support::rounds::{
 use support::wide::{prefetch, Wide};
 use support::{contended, on_threads};
 use tollgate::{
-    Algorithm, Clock, CoarseClock, Gcra, KeyedRateLimiter, Quota, RateLimiter, Transition, TscClock,
+    Algorithm, Clock, CoarseClock, Gcra, KeyedRateLimiter, ManualClock, Quota, RateLimiter,
+    Transition, TscClock,
 };
 
 /// Nanoseconds per call per thread, with `threads` threads each making `CALLS / threads` calls
@@ -1016,11 +1017,30 @@ fn main() {
     // The clock read alone: the largest part of a denial.
     let hot_clock = TscClock::new();
     let clock_read = || black_box(hot_clock.now()).as_nanos() != 0;
+    // A denial without the time-stamp counter: the same table on a clock that never moves (a
+    // load of a word nothing writes, on a line of its own), so that what is left of a denial's
+    // slowdown with busy cores is either in the lookup's loads or in how they run beside `rdtsc`.
+    let frozen = Box::new(CachePadded::new(ManualClock::new()));
+    let hot_deny_frozen = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(1).unwrap()))
+        .capacity(1_000)
+        .clock(&**frozen)
+        .build()
+        .unwrap();
+    for k in 0..1_000u64 {
+        let _ = hot_deny_frozen.check_key(&k);
+    }
+    let deny_frozen = || hot_deny_frozen.check_key(&HOT).is_ok();
+    assert!(!deny_frozen());
     for threads in thread_counts() {
         paired(
             &format!("keyed hot key, {threads} threads / 1 thread: deny, tollgate (per check)"),
             || time_threads(threads, &deny),
             || time_threads(1, &deny),
+        );
+        paired(
+            &format!("keyed hot key, {threads} threads / 1 thread: deny, frozen clock (per check)"),
+            || time_threads(threads, &deny_frozen),
+            || time_threads(1, &deny_frozen),
         );
         paired(
             &format!("keyed hot key, {threads} threads / 1 thread: clock read alone (per call)"),
