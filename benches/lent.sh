@@ -11,6 +11,9 @@
 #   benches/lent.sh single            # there: every single-thread row of the README's table,
 #                                     # then the release tests once and their threaded ones in a
 #                                     # loop for a minute (about 5 minutes on 16 cores)
+#   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
+#                                     # read, arithmetic) pinned to each CPU alone, twice, then
+#                                     # on every CPU at once, twice (about 45 s on 16 cores)
 #
 # Each part runs under a time limit, in order of what matters most, so that a call stops inside
 # its lease with what it has. Rows run in fewer rounds than the 41 of a full run (21, or 15 where
@@ -50,8 +53,8 @@ for line in sys.stdin:
     if message.get("reason") == "compiler-artifact" and message.get("executable"):
         print(message["target"]["name"], message["executable"])'
     }
-    cargo bench --bench paired --no-run --message-format=json | executables |
-        while read -r _ path; do strip -o "$lent/paired" "$path"; done
+    cargo bench --bench paired --bench pinned --no-run --message-format=json | executables |
+        while read -r name path; do strip -o "$lent/$name" "$path"; done
     cargo test --release --tests --no-run --message-format=json | executables |
         while read -r name path; do strip -o "$lent/tests/$name" "$path"; done
     du -sh "$lent"
@@ -112,6 +115,28 @@ single)
         rm -f "$out/last-test.txt"
         echo "== $rounds rounds of the threaded tests, $failures failures $(date +%T)"
     } 2>&1 | tee "$out/single.txt"
+    ;;
+pinned)
+    mkdir -p "$out"
+    # One process per figure line, so that each run lands afresh (its placement, its memory);
+    # pinned with Python's sched_setaffinity, which a bare machine has where taskset may not.
+    pin() {
+        python3 -c 'import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])' "$@"
+    }
+    cpus=$(nproc)
+    {
+        for pass in 1 2; do
+            for cpu in $(seq 0 $((cpus - 1))); do
+                echo "pass $pass alone cpu $cpu: $(pin "$cpu" "$lent/pinned")"
+            done
+        done
+        for pass in 1 2; do
+            for cpu in $(seq 0 $((cpus - 1))); do
+                echo "pass $pass all busy cpu $cpu: $(pin "$cpu" "$lent/pinned")" &
+            done
+            wait
+        done
+    } 2>&1 | tee "$out/pinned.txt"
     ;;
 *)
     # The usage: the comment block at the top of this file, whatever its length.
