@@ -1006,10 +1006,7 @@ fn main() {
     let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
     let arithmetic = || {
         CHAIN.with(|chain| {
-            let mut x = chain.get();
-            for _ in 0..16 {
-                x = (x ^ (x >> 29)).wrapping_mul(multiplier);
-            }
+            let x = support::mix(chain.get(), multiplier);
             chain.set(x);
             x != 0
         })

@@ -14,6 +14,8 @@
 //!
 //! `cargo bench --bench pinned` runs it once, wherever the scheduler puts it.
 
+mod support;
+
 use std::cell::Cell;
 use std::hint::black_box;
 use std::time::Instant;
@@ -37,20 +39,25 @@ fn median_ns<F: Fn() -> bool>(f: F) -> f64 {
     runs[runs.len() / 2]
 }
 
-fn main() {
-    // Spent tables: one request per hour, every key checked once, so key 42 is denied.
-    let quota = Quota::per_hour(1).unwrap();
-    let frozen = Box::new(CachePadded::new(ManualClock::new()));
-    let on_frozen = KeyedRateLimiter::<u64>::builder(Gcra::from(quota))
+/// A table of 1 000 keys at one request per hour on `clock`, each key checked once: every later
+/// check of a key below 1 000 is denied while the clock stays within the hour (a hot key kept
+/// over its limit).
+fn spent_keys<C: Clock>(clock: C) -> KeyedRateLimiter<u64, Gcra, C> {
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(1).unwrap()))
         .capacity(1_000)
-        .clock(&**frozen)
+        .clock(clock)
         .build()
         .unwrap();
-    let on_tsc = KeyedRateLimiter::<u64>::gcra(quota, 1_000).unwrap();
     for key in 0..1_000u64 {
-        let _ = on_frozen.check_key(&key);
-        let _ = on_tsc.check_key(&key);
+        let _ = limiter.check_key(&key);
     }
+    limiter
+}
+
+fn main() {
+    let frozen = Box::new(CachePadded::new(ManualClock::new()));
+    let on_frozen = spent_keys(&**frozen);
+    let on_tsc = spent_keys(TscClock::new());
     assert!(on_frozen.check_key(&42).is_err() && on_tsc.check_key(&42).is_err());
     let clock = TscClock::new();
     let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
@@ -59,10 +66,7 @@ fn main() {
     let tsc_deny = median_ns(|| on_tsc.check_key(&42).is_ok());
     let clock_read = median_ns(|| black_box(clock.now()).as_nanos() != 0);
     let arithmetic = median_ns(|| {
-        let mut x = chain.get();
-        for _ in 0..16 {
-            x = (x ^ (x >> 29)).wrapping_mul(multiplier);
-        }
+        let x = support::mix(chain.get(), multiplier);
         chain.set(x);
         x != 0
     });
