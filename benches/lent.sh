@@ -31,7 +31,10 @@ rows() {
     local seconds=$1 rounds=${LENT_ROUNDS:-$2}
     shift 2
     echo "== rows: $* ($rounds rounds, at most $seconds s) $(date +%T)"
-    TOLLGATE_PAIRED_ROUNDS=$rounds timeout "$seconds" "$lent/paired" "$@" | tee "$out/rows.txt"
+    # The records name the commit the bench was built at, which `pack` wrote down: the copy of
+    # the tree on a lent machine has been seen to name another.
+    TOLLGATE_COMMIT=$(cat "$lent/commit") TOLLGATE_PAIRED_ROUNDS=$rounds \
+        timeout "$seconds" "$lent/paired" "$@" | tee "$out/rows.txt"
     echo "== exit ${PIPESTATUS[0]} $(date +%T)"
     # The bench names its record on its second line: "rows recorded in PATH".
     local record
@@ -57,6 +60,7 @@ for line in sys.stdin:
         while read -r name path; do strip -o "$lent/$name" "$path"; done
     cargo test --release --tests --no-run --message-format=json | executables |
         while read -r name path; do strip -o "$lent/tests/$name" "$path"; done
+    git describe --always --dirty --abbrev=7 >"$lent/commit"
     du -sh "$lent"
     echo "carry target/lent; there, run benches/lent.sh contention, then benches/lent.sh single"
     ;;

@@ -659,17 +659,22 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
 }
 
 /// Lines that say which run a record is from: when, at which commit, on which CPU, and which
-/// rows were asked for.
+/// rows were asked for. The commit is `TOLLGATE_COMMIT` where set (`benches/lent.sh` sets it to
+/// the commit it built the bench at, since the tree on a lent machine need not say), else what
+/// `git describe` says of the tree the bench runs in.
 fn run_header(unix_time: u64) -> Vec<String> {
-    let commit = std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=7"])
-        .output()
+    let commit = std::env::var("TOLLGATE_COMMIT")
         .ok()
-        .filter(|out| out.status.success())
-        .map_or_else(
-            || "unknown".to_string(),
-            |out| String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        );
+        .filter(|commit| !commit.is_empty())
+        .or_else(|| {
+            std::process::Command::new("git")
+                .args(["describe", "--always", "--dirty", "--abbrev=7"])
+                .output()
+                .ok()
+                .filter(|out| out.status.success())
+                .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
     // The model name, and the family and model numbers that tell one generation of a "AMD
     // EPYC" guest from another: the first CPU's, from Linux.
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
