@@ -62,7 +62,8 @@ for line in sys.stdin:
         while read -r name path; do strip -o "$lent/tests/$name" "$path"; done
     git describe --always --dirty --abbrev=7 >"$lent/commit"
     du -sh "$lent"
-    echo "carry target/lent; there, run benches/lent.sh contention, then benches/lent.sh single"
+    echo "carry target/lent; there, run benches/lent.sh contention, then benches/lent.sh single" \
+        "(and benches/lent.sh pinned)"
     ;;
 contention)
     mkdir -p "$out"
