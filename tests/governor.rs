@@ -120,7 +120,7 @@ fn replay(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
 
     /// Random quotas (an interval of 1 µs to 10 ms; mostly small bursts, below, at and above the
     /// limit) and random traffic over a few keys: mostly costs of 1 and 2, some up to past the
