@@ -308,6 +308,53 @@ proptest! {
 }
 
 proptest! {
+    /// A key holds its slot in a keyed table as long as its state is not idle, and the decision
+    /// says how long that is: after every request (admitted, denied or a peek), the state is idle
+    /// at `now + reset_after` and not a nanosecond sooner, wherever that time is one a clock can
+    /// read. While time only moves forwards,
+    /// `reset_after` is at most the quota's tolerance for GCRA, two periods for the sliding
+    /// window and one for the fixed window: how long a key stays live after its last admission,
+    /// which is what `KeyedRateLimiter`'s "Choosing the capacity" sizes tables by.
+    #[test]
+    fn reset_after_is_when_the_state_is_idle(quota in quota(), ops in ops()) {
+        fn check<A: Algorithm>(a: &A, period: u64, bound: u64, ops: &[(Step, Cost)]) -> Result<(), TestCaseError> {
+            let unit = (period / 1000).max(1);
+            let (mut now, mut state, mut monotone) = (0u64, 0u64, true);
+            for &(step, cost) in ops {
+                let next = advance(now, step, unit);
+                monotone &= next >= now;
+                now = next;
+                let (d, s) = a.decide(state, Nanos::from_nanos(now), units(cost, a.capacity()));
+                state = s;
+                let reset = u64::try_from(d.reset_after().as_nanos()).unwrap();
+                // A state idle only past the end of time (a clock stepped back from it) reports
+                // `Nanos::MAX`, the longest wait there is.
+                let saturated = reset == Nanos::MAX.as_nanos();
+                if let Some(idle_at) = now.checked_add(reset).filter(|&t| t <= Nanos::MAX.as_nanos() && !saturated) {
+                    prop_assert!(a.is_idle(state, Nanos::from_nanos(idle_at)));
+                    if reset > 0 {
+                        prop_assert!(!a.is_idle(state, Nanos::from_nanos(idle_at - 1)));
+                    }
+                }
+                if monotone {
+                    prop_assert!(reset <= bound, "reset_after {} over {}", reset, bound);
+                }
+            }
+            Ok(())
+        }
+        let period = quota.period().as_nanos() as u64;
+        let tolerance = quota.tolerance().as_nanos() as u64;
+        check(&Gcra::from(quota), period, tolerance, &ops)?;
+        if let Ok(sw) = SlidingWindow::new(&quota) {
+            check(&sw, period, 2 * period, &ops)?;
+        }
+        if let Ok(fw) = FixedWindow::new(&quota) {
+            check(&fw, period, period, &ops)?;
+        }
+    }
+}
+
+proptest! {
     /// Arbitrary words (corrupted memory, a fuzzer) and arbitrary times never panic, and the
     /// check path always agrees with the full decision.
     #[test]

@@ -87,6 +87,33 @@ pub type DefaultKeyHasher = ahash::RandomState;
 /// level (measured: 0.06% with a million live keys replaced ten times over); when a key's two
 /// probe groups are full of live keys, its [`Overflow`] policy applies.
 ///
+/// # Choosing the capacity
+///
+/// Capacity counts *live* keys. A key holds its slot from its first admitted request until its
+/// state is back to fresh, which is when the [`reset_after`](crate::Decision::reset_after) of its
+/// last decision runs out; denials write nothing, so they keep no key longer. After an admission
+/// that is at most the quota's [`tolerance`](crate::Quota::tolerance) for GCRA (`burst × period
+/// / limit`: one period when the burst is the limit), two periods for the sliding window (the
+/// request's window, and the next, over which it still weighs) and one for the fixed window. So
+/// size a table for the most distinct keys that can be admitted within that span at the peak:
+/// for 10 requests per second in bursts of 20 and at most 30 000 new clients a second, 60 000.
+/// Keys beyond it meet the [`Overflow`] policy, counted in [`stats`](Self::stats).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let quota = Quota::per_second(10)?.with_burst(20)?;
+/// let per_client = KeyedRateLimiter::<u64>::gcra(quota, 60_000)?;
+/// // A whole burst at once keeps a client live for the longest: its tolerance, 2 s.
+/// let decision = per_client.decide_key(&7, 20)?;
+/// assert_eq!(decision.reset_after(), quota.tolerance());
+/// assert_eq!(quota.tolerance(), Duration::from_secs(2));
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Hash collisions
 ///
 /// Two keys whose 64-bit hashes are equal share one state. Among `n` live keys the chance that any
