@@ -43,8 +43,9 @@
 //! of capacity on 64-bit targets (the map rounds its buckets up to a power of two), which also
 //! links the logs in the order they were written. A key's entries grow as it is admitted, 16
 //! bytes per distinct timestamp, and never past `limit` entries. Under churn (keys dropped and
-//! others inserted, over and over) a shard's map can double once, when its tombstones use up
-//! its spare room.
+//! others inserted, over and over) the maps never grow: the tombstones dropped keys leave in a
+//! map are cleared by copying the shard's logs into a new map of the same size once they have
+//! used up its spare room.
 //! [`KeyedSlidingLog::memory`] reports the current total; it is at most
 //! `slots × (300 + 16 × limit)` bytes and 512 bytes per shard (about four shards per thread),
 //! where `slots` is the capacity rounded up to a multiple of the shard count

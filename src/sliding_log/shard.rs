@@ -15,6 +15,10 @@ use crate::store::Overflow;
 #[derive(Debug, Default)]
 pub(super) struct Shard {
     logs: HashMap<u64, Entry, BuildIdentity>,
+    /// The entries the map has room for as allocated: its capacity when it was built, with no
+    /// tombstones. std's `capacity` is the entries it can still take, so it also drops by one
+    /// for each tombstone a dropped log leaves (see [`insert`](Shard::insert)).
+    room: usize,
     /// The keys of the least and the most recently written logs (`None` when there are none).
     least_recent: Option<u64>,
     most_recent: Option<u64>,
@@ -84,6 +88,7 @@ impl Shard {
         let mut logs = HashMap::with_hasher(BuildIdentity);
         logs.try_reserve(keys)?;
         Ok(Shard {
+            room: logs.capacity(),
             logs,
             ..Shard::default()
         })
@@ -103,7 +108,7 @@ impl Shard {
     pub(super) fn memory(&self) -> usize {
         // The map's buckets, from its usable capacity: 7/8 of them (all but one below 8), and
         // none for a map that allocated nothing.
-        let usable = self.logs.capacity();
+        let usable = self.room;
         let buckets = match usable {
             1..=7 => usable + 1,
             _ => usable / 7 * 8,
@@ -133,7 +138,23 @@ impl Shard {
     }
 
     /// Adds `key`'s log as the most recently written; the caller has made room for it.
+    ///
+    /// Dropping a log from std's map may leave a tombstone in its place, which keeps the probes
+    /// that pass it working and takes one entry of the map's spare room until the map is
+    /// rehashed. Once tombstones have used up the spare room, std would double a map that is
+    /// more than half full, as a full shard's is: under churn every shard would grow once. A
+    /// shard copies its logs into a map of the size it has instead, which has no tombstones:
+    /// a pass over its logs after as many drops as the map had spare room, and memory that
+    /// never grows.
     pub(super) fn insert(&mut self, key: u64, log: Log) {
+        if self.logs.len() == self.logs.capacity() {
+            let mut logs = HashMap::with_hasher(BuildIdentity);
+            // Without room for a copy, std's map grows instead, as it would have.
+            if logs.try_reserve(self.room).is_ok() {
+                logs.extend(self.logs.drain());
+                self.logs = logs;
+            }
+        }
         let entry = Entry {
             log,
             older: key,
@@ -141,6 +162,8 @@ impl Shard {
         };
         self.logs.insert(key, entry);
         self.link_last(key);
+        // A map that grew has room for more (a shard with room for no log, or a failed copy).
+        self.room = self.room.max(self.logs.capacity());
     }
 
     /// Notes that `key`'s log was written: it becomes the most recently written.
@@ -352,6 +375,37 @@ mod tests {
             8 + 16 + 8 + 16 + 1
         };
         assert_eq!(Shard::bytes_to_build(100), 128 * bucket + 16);
+    }
+
+    /// Churn, the shard kept full while its oldest log is dropped and a new key inserted, 50
+    /// times its size over, never grows its map: the tombstones that dropped logs leave are
+    /// cleared by copying the logs into a map of the same size, where std's map would double.
+    /// What `memory` reports stays what the shard was built with, and the write order holds.
+    #[test]
+    fn churn_never_grows_the_map() {
+        // The map hashes nothing itself: keys are hashes already, so mix them as a hash would
+        // (splitmix64's finalizer): random positions, and so full groups, where a drop leaves
+        // a tombstone.
+        let hash = |n: u64| {
+            let z = (n ^ (n >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        for keys in [16, 125, 161, 1_000] {
+            let mut shard = Shard::with_capacity(keys).unwrap();
+            let (room, built) = (shard.room, shard.memory());
+            for n in 0..keys as u64 {
+                shard.insert(hash(n), Log::default());
+            }
+            for n in keys as u64..51 * keys as u64 {
+                shard.remove(shard.least_recent.unwrap());
+                shard.insert(hash(n), Log::default());
+                assert!(shard.logs.capacity() <= room, "{keys} keys: the map grew");
+            }
+            assert_eq!((shard.room, shard.memory()), (room, built), "{keys} keys");
+            let newest: Vec<u64> = (50 * keys as u64..51 * keys as u64).map(hash).collect();
+            assert_eq!(shard.order(), newest);
+        }
     }
 
     proptest! {
