@@ -72,7 +72,8 @@ pub struct KeyedStats {
     pub capacity: usize,
     /// Room allocated: 16-byte slots for a [`KeyedRateLimiter`](crate::KeyedRateLimiter) (a
     /// little more than `capacity / 0.68`), keys for a
-    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog) (`capacity`, rounded up to whole shards).
+    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog) (`capacity`, and room in each shard for the
+    /// uneven spread of keys over the shards).
     pub slots: usize,
     /// Keys held (live, or idle and not yet reused), plus, in a
     /// [`KeyedRateLimiter`](crate::KeyedRateLimiter), the slots that inserts in progress are
