@@ -319,7 +319,7 @@ fn keys_per_shard(capacity: usize, shards: usize) -> usize {
     if shards == 1 {
         return share;
     }
-    // Rounding up a square root of at most 2^64 in an f64 is off by far less than the +2.
+    // An f64 square root is within a key of the exact one here, which the +2 covers.
     let spread = (3.0 * (share as f64).sqrt()).ceil() as usize;
     share.saturating_add(spread).saturating_add(2)
 }
