@@ -277,6 +277,21 @@ fn capacity_holds_its_keys() {
 }
 
 #[test]
+fn a_log_of_one_shard_holds_its_capacity_exactly() {
+    // Under 32 keys a log has one shard, whatever the thread count, and no room beyond its
+    // capacity (no spread to allow for); at 32 it has two shards of 16 keys and ⌈3√16⌉ + 2 = 14
+    // more each.
+    for (capacity, slots) in [(1, 1), (31, 31), (32, 2 * 30)] {
+        let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(1).unwrap())
+            .capacity(capacity)
+            .threads(16)
+            .build()
+            .unwrap();
+        assert_eq!(log.stats().slots, slots, "capacity {capacity}");
+    }
+}
+
+#[test]
 fn idle_logs_make_room_and_full_shards_overflow() {
     let clock = ManualClock::new();
     // Capacity 4: one shard. 2 per minute each.
