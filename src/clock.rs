@@ -42,6 +42,38 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::sync::{AtomicU64, Ordering};
 
+#[cfg(not(miri))]
+use quanta as counter;
+
+/// Under Miri, which cannot run inline assembly (quanta's `cpuid` and `rdtsc`), [`TscClock`]
+/// counts the standard library's monotonic clock instead, through the three calls it makes of
+/// quanta's, so that code using the default clock can be checked by Miri too.
+#[cfg(miri)]
+mod counter {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    #[derive(Clone, Debug)]
+    pub(super) struct Clock;
+
+    impl Clock {
+        pub(super) fn new() -> Clock {
+            Clock
+        }
+
+        /// Nanoseconds since the first reading in the process.
+        pub(super) fn raw(&self) -> u64 {
+            static START: OnceLock<Instant> = OnceLock::new();
+            let nanos = START.get_or_init(Instant::now).elapsed().as_nanos();
+            u64::try_from(nanos).unwrap_or(u64::MAX)
+        }
+
+        pub(super) fn delta_as_nanos(&self, start: u64, end: u64) -> u64 {
+            end.saturating_sub(start)
+        }
+    }
+}
+
 /// A point in time in whole nanoseconds since a clock's epoch, at most [`Nanos::MAX`] (292 years).
 ///
 /// Constructors saturate at `Nanos::MAX` instead of wrapping, and so every sum of a time and a
@@ -220,6 +252,10 @@ impl<C: Clock + ?Sized> Clock for Box<C> {
 /// A reading taken on a core whose counter lags the epoch's core reads as the epoch itself, never
 /// as a huge value: quanta saturates such deltas at zero.
 ///
+/// Under Miri, which cannot run the inline assembly quanta reads the counter with, a `TscClock`
+/// counts the standard library's monotonic clock instead, so that code using the default clock
+/// can be checked with Miri.
+///
 /// ```
 /// use tollgate::{Clock, TscClock};
 ///
@@ -230,7 +266,7 @@ impl<C: Clock + ?Sized> Clock for Box<C> {
 /// ```
 #[derive(Clone)]
 pub struct TscClock {
-    clock: quanta::Clock,
+    clock: counter::Clock,
     epoch: u64,
 }
 
@@ -243,7 +279,7 @@ impl TscClock {
     /// ```
     #[must_use]
     pub fn new() -> TscClock {
-        let clock = PROCESS_CLOCK.get_or_init(quanta::Clock::new).clone();
+        let clock = PROCESS_CLOCK.get_or_init(counter::Clock::new).clone();
         let epoch = clock.raw();
         TscClock { clock, epoch }
     }
@@ -254,7 +290,7 @@ impl TscClock {
 /// the 2-vCPU guest that took 31 µs for every `quanta::Clock::new()` after the first, the first
 /// 0.66 ms with the calibration, where a copy of this one takes nanoseconds. A limiter built
 /// per connection or per request stream would otherwise pay that trap each time.
-static PROCESS_CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+static PROCESS_CLOCK: OnceLock<counter::Clock> = OnceLock::new();
 
 impl Default for TscClock {
     fn default() -> TscClock {

@@ -781,9 +781,11 @@ fn a_reset_of_every_key_leaves_each_as_a_new_key() {
 #[test]
 fn a_reset_of_every_key_racing_requests_gives_each_its_burst_once() {
     const THREADS: u64 = 4;
-    const KEYS: u64 = 25_000; // per thread: a walk of the table that lasts while they check
+    // Per thread: a walk of the table that lasts while they check. Under Miri, which interprets
+    // every instruction, a walk of a small table lasts as long.
+    const KEYS: u64 = if cfg!(miri) { 8 } else { 25_000 };
     const BURST: u64 = 3;
-    const ROUNDS: usize = 10;
+    const ROUNDS: usize = if cfg!(miri) { 2 } else { 10 };
     let clock = ManualClock::new();
     let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(BURST).unwrap()))
         // Room to spare, and a fixed seed: every key must get a slot. A table filled to its
@@ -947,7 +949,12 @@ fn beside_busy_cores<'env, T>(
     // Owned by the busy threads, which must not borrow from this frame: the scope's borrows are
     // the caller's.
     let done = Arc::new(AtomicBool::new(false));
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    // Miri preempts its threads at random points by itself.
+    let cores = if cfg!(miri) {
+        0
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    };
     std::thread::scope(|s| {
         for _ in 0..cores.min(16) {
             let done = Arc::clone(&done);
@@ -993,7 +1000,9 @@ fn race_rounds(revisit: bool) {
     const KEYS: u64 = 4;
     const ASKS: u64 = 2;
     const BURST: u64 = 5;
-    const ROUNDS: u64 = 40_000;
+    // Miri interprets every instruction: a few dozen rounds there, each under its own random
+    // preemptions and weak-memory choices.
+    const ROUNDS: u64 = if cfg!(miri) { 12 } else { 40_000 };
     let clock = ManualClock::new();
     let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(BURST).unwrap()))
         .capacity(10)
@@ -1641,6 +1650,17 @@ fn builders_carry_their_key_type_and_debug_without_it() {
     );
     let limiter = builder.build().unwrap();
     assert_eq!(limiter.stats().capacity, 7);
+
+    // Not given a clock, a builder makes its default one only in `build`.
+    let default = KeyedRateLimiter::<Opaque>::builder(gcra).hasher(hasher.clone());
+    assert_eq!(
+        format!("{default:?}"),
+        format!(
+            "KeyedBuilder {{ algorithm: {gcra:?}, \
+             clock: tollgate::clock::TscClock (made by build), hasher: {hasher:?}, \
+             capacity: 10000, overflow: Deny, parallelism: None }}"
+        )
+    );
 
     // The key type inferred from the binding instead.
     let inferred: KeyedRateLimiter<u64> = KeyedRateLimiter::builder(gcra).build().unwrap();

@@ -28,7 +28,7 @@ use crate::store::{CapacityError, Overflow, Table};
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct KeyedBuilder<K: ?Sized, A, C = TscClock, S = DefaultKeyHasher> {
     algorithm: A,
-    clock: C,
+    clock: ClockChoice<C>,
     hasher: S,
     capacity: usize,
     overflow: Overflow,
@@ -52,11 +52,32 @@ impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug, S: fmt::Debug> fmt::Debug
     }
 }
 
+/// The clock a builder hands its limiter: the default one, made only by `build`, or the one it was
+/// given. A builder that is given another clock never makes a [`TscClock`], which asks the CPU
+/// about its time-stamp counter (`cpuid`, and the first time in a process a calibration against
+/// the system clock): where that cannot run, as under Miri, a limiter on a
+/// [`ManualClock`](crate::ManualClock) still can.
+enum ClockChoice<C> {
+    /// The builder's default, [`TscClock::new`]: a function, since only the default builder's `C`
+    /// is [`TscClock`].
+    Default(fn() -> C),
+    Given(C),
+}
+
+impl<C: fmt::Debug> fmt::Debug for ClockChoice<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClockChoice::Default(_) => write!(f, "{} (made by build)", core::any::type_name::<C>()),
+            ClockChoice::Given(clock) => clock.fmt(f),
+        }
+    }
+}
+
 impl<K: ?Sized, A> KeyedBuilder<K, A> {
     pub(crate) fn new(algorithm: A) -> KeyedBuilder<K, A> {
         KeyedBuilder {
             algorithm,
-            clock: TscClock::new(),
+            clock: ClockChoice::Default(TscClock::new),
             hasher: DefaultKeyHasher::new(),
             capacity: Self::DEFAULT_CAPACITY,
             overflow: Overflow::default(),
@@ -110,7 +131,8 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
         self
     }
 
-    /// The clock (default [`TscClock`]).
+    /// The clock (default [`TscClock`], made by [`build`](Self::build) only if no other clock
+    /// is given).
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
@@ -124,7 +146,7 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, A, C2, S> {
         KeyedBuilder {
             algorithm: self.algorithm,
-            clock,
+            clock: ClockChoice::Given(clock),
             hasher: self.hasher,
             capacity: self.capacity,
             overflow: self.overflow,
@@ -180,9 +202,13 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
         let parallelism = self
             .parallelism
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let clock = match self.clock {
+            ClockChoice::Default(make) => make(),
+            ClockChoice::Given(clock) => clock,
+        };
         (
             self.algorithm,
-            self.clock,
+            clock,
             self.hasher,
             self.capacity,
             self.overflow,

@@ -224,7 +224,8 @@ impl<K: ?Sized, C, S> SlidingLogBuilder<K, C, S> {
         SlidingLogBuilder(self.0.overflow(policy))
     }
 
-    /// The clock (default [`TscClock`]).
+    /// The clock (default [`TscClock`], made by [`build`](Self::build) only if no other clock is
+    /// given).
     ///
     /// ```
     /// # use tollgate::{KeyedSlidingLog, ManualClock, Quota};
