@@ -1000,8 +1000,7 @@ fn race_rounds(revisit: bool) {
     const KEYS: u64 = 4;
     const ASKS: u64 = 2;
     const BURST: u64 = 5;
-    // Miri interprets every instruction: a few dozen rounds there, each under its own random
-    // preemptions and weak-memory choices.
+    // Miri interprets every instruction: a dozen rounds there.
     const ROUNDS: u64 = if cfg!(miri) { 12 } else { 40_000 };
     let clock = ManualClock::new();
     let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(BURST).unwrap()))
@@ -1651,7 +1650,9 @@ fn builders_carry_their_key_type_and_debug_without_it() {
     let limiter = builder.build().unwrap();
     assert_eq!(limiter.stats().capacity, 7);
 
-    // Not given a clock, a builder makes its default one only in `build`.
+    // Not given a clock, a builder holds none: it makes its default one in `build` (so that a
+    // builder given a `ManualClock` never reads the CPU's counter, and runs under Miri:
+    // `.ci/miri`).
     let default = KeyedRateLimiter::<Opaque>::builder(gcra).hasher(hasher.clone());
     assert_eq!(
         format!("{default:?}"),

@@ -1007,7 +1007,7 @@ mod tests {
         use std::sync::{Barrier, Mutex};
 
         const THREADS: usize = 4;
-        // Miri interprets every instruction: a few dozen rounds there.
+        // Miri interprets every instruction: ten rounds there.
         const ROUNDS: u64 = if cfg!(miri) {
             10
         } else if cfg!(debug_assertions) {
