@@ -311,10 +311,10 @@ proptest! {
     /// A key holds its slot in a keyed table as long as its state is not idle, and the decision
     /// says how long that is: after every request (admitted, denied or a peek), the state is idle
     /// at `now + reset_after` and not a nanosecond sooner, wherever that time is one a clock can
-    /// read. While time only moves forwards,
-    /// `reset_after` is at most the quota's tolerance for GCRA, two periods for the sliding
-    /// window and one for the fixed window: how long a key stays live after its last admission,
-    /// which is what `KeyedRateLimiter`'s "Choosing the capacity" sizes tables by.
+    /// read. While time only moves forwards, `reset_after` is at most the quota's tolerance for
+    /// GCRA, two periods for the sliding window and one for the fixed window: how long a key
+    /// stays live after its last admission, which is what `KeyedRateLimiter`'s "Choosing the
+    /// capacity" sizes tables by.
     #[test]
     fn reset_after_is_when_the_state_is_idle(quota in quota(), ops in ops()) {
         fn check<A: Algorithm>(a: &A, period: u64, bound: u64, ops: &[(Step, Cost)]) -> Result<(), TestCaseError> {

@@ -51,7 +51,8 @@
 //! they were written. A key's entries grow as it is admitted, 16 bytes per distinct timestamp,
 //! and never past `limit` entries. Under churn (keys dropped and others inserted, over and
 //! over) the maps never grow: the tombstones dropped keys leave in a map are cleared by copying
-//! the shard's logs into a new map of the same size once they have used up its spare room.
+//! the shard's logs into a new map of the same size once they have used up its spare room (for
+//! the moment of the copy, under the shard's lock, that one shard's map is allocated twice).
 //! [`KeyedSlidingLog::memory`] reports the current total; it is at most
 //! `slots × (300 + 16 × limit)` bytes and 512 bytes per shard (about four shards per thread).
 //!
