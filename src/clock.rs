@@ -53,7 +53,7 @@ mod counter {
     use std::sync::OnceLock;
     use std::time::Instant;
 
-    #[derive(Clone, Debug)]
+    #[derive(Clone)]
     pub(super) struct Clock;
 
     impl Clock {
