@@ -1,9 +1,9 @@
 //! tollgate's GCRA against governor's, the Rust crate most users come from: for a quota whose
 //! emission interval (period / limit) is a whole number of nanoseconds, the two decide every
 //! request alike, with the same remaining capacity after an admission and the same wait after a
-//! denial, keyed and direct. Where the period does not divide, governor rounds its interval down
-//! and admits a little more than the quota says; tollgate rounds it up and never does. README's
-//! "Coming from governor" rests on these tests.
+//! denial, keyed and direct. Where it is not, governor rounds its interval down and admits a little
+//! more than the quota says; tollgate rounds it up and never does. README's "Coming from governor"
+//! rests on these tests.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
