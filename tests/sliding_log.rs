@@ -652,8 +652,9 @@ fn a_reset_of_every_key_racing_requests_gives_each_its_limit_once() {
     let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(LIMIT).unwrap())
         // Room to spare (twice the keys), where `capacity_holds_its_keys` allows 0.1% of
         // insertions to overflow: a shard fills only if it draws over twice its share of the
-        // keys, which no seed makes likelier than about 1 in 10^16 (under Miri, 32 keys over 4
-        // shards with room for 30 each; here thousands per shard, with room for twice as many).
+        // keys, and the odds of that over the limiter's random seed are at most about 1 in 10^16
+        // (under Miri, 32 keys over 4 shards with room for 30 each; here thousands per shard,
+        // with room for twice as many).
         .capacity((2 * THREADS * KEYS) as usize)
         .clock(&clock)
         .build()
