@@ -4,7 +4,7 @@
 #
 #   fuzz/lent.sh pack          # here: build the three targets with ASan (RUSTC_BOOTSTRAP=1),
 #                              # strip them, and pack them with the corpora into target/lent-fuzz
-#                              # (carry that folder; about 13 MB)
+#                              # (carry that folder; about 16 MB)
 #   fuzz/lent.sh run [SECONDS] # there: every target at once in libFuzzer's fork mode, the cores
 #                              # shared out (half to `keyed`, three eighths to `algorithms`, the
 #                              # rest to `quota`), each for SECONDS (default 420)
@@ -59,7 +59,7 @@ run)
         mkdir -p "corpus/$target"
         echo "$target: $(find "corpus/$target" -type f | wc -l) inputs, ${jobs[$target]} jobs" |
             tee -a "$out/summary.txt"
-        # fork mode shares what each job finds; -ignore_crashes=0 stops at the first failure.
+        # Fork mode shares what each job finds, and stops at the first failure (its default).
         timeout $((seconds + 60)) "$lent/$target" "corpus/$target" -fork="${jobs[$target]}" \
             -max_total_time="$seconds" -timeout=10 -artifact_prefix="$out/$target-" \
             >"$out/$target.log" 2>&1 &
