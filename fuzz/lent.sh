@@ -10,7 +10,8 @@
 #                              # rest to `quota`), each for SECONDS (default 420)
 #
 # Each target's log, its grown corpus (packed) and any failing input go to $OUT (or
-# target/lent-fuzz/out). A failing input is replayed here with `cargo fuzz run TARGET FILE`.
+# target/lent-fuzz/out). A failing input is replayed here, from fuzz/, under the same sanitizer:
+# `RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET FILE`.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lent="$root/target/lent-fuzz"
