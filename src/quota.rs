@@ -189,6 +189,26 @@ impl Quota {
         Quota::new(limit, Duration::from_secs(3600))
     }
 
+    /// `limit` requests per day (86 400 seconds, not a calendar day), with a burst of `limit`:
+    /// for low-frequency limits, such as password resets, usually with
+    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog), which is exact over any window.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tollgate::QuotaError> {
+    /// let q = tollgate::Quota::per_day(24)?;
+    /// assert_eq!(q.emission_interval(), std::time::Duration::from_secs(3600));
+    /// assert_eq!(q.period(), std::time::Duration::from_secs(86_400));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A zero `limit`, or more than one per nanosecond.
+    pub const fn per_day(limit: u64) -> Result<Quota, QuotaError> {
+        Quota::new(limit, Duration::from_secs(86_400))
+    }
+
     /// The same rate with a different burst: how many requests a fresh limiter admits at once.
     ///
     /// The burst only matters to GCRA (and the token and leaky buckets it stands for); window
@@ -403,6 +423,10 @@ mod tests {
         assert_eq!(
             Quota::per_hour(10),
             Quota::new(10, Duration::from_secs(3600))
+        );
+        assert_eq!(
+            Quota::per_day(10),
+            Quota::new(10, Duration::from_secs(24 * 3600))
         );
     }
 

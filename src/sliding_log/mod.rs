@@ -103,7 +103,7 @@ use shard::Shard;
 ///
 /// // 3 password resets per day, per account.
 /// let clock = ManualClock::new();
-/// let resets = KeyedSlidingLog::<str>::builder(&Quota::new(3, Duration::from_secs(86_400)).unwrap())
+/// let resets = KeyedSlidingLog::<str>::builder(&Quota::per_day(3).unwrap())
 ///     .capacity(100_000)
 ///     .clock(&clock)
 ///     .build()
