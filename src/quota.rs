@@ -191,7 +191,8 @@ impl Quota {
 
     /// `limit` requests per day (86 400 seconds, not a calendar day), with a burst of `limit`:
     /// for low-frequency limits, such as password resets, usually with
-    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog), which is exact over any window.
+    /// [`KeyedSlidingLog`](crate::KeyedSlidingLog), which admits at most `limit` in any 86 400
+    /// seconds.
     ///
     /// ```
     /// # fn main() -> Result<(), tollgate::QuotaError> {
