@@ -92,7 +92,9 @@ single)
     mkdir -p "$out"
     {
         rows 240 21 "allow: tollgate gcra / " "deny:  tollgate gcra / governor" \
-            "deny / allow: tollgate gcra" "keyed 1M uniform: t" "keyed 1M uniform: decide_keys" \
+            "deny / allow: tollgate gcra" "keyed 1M uniform: tollgate / governor" \
+            "keyed 1M uniform: tollgate check_keys" "keyed 1M uniform: tollgate / one DRAM" \
+            "keyed 1M uniform: decide_keys" \
             "keyed 1M zipf: t" "keyed 1M String keys: tollgate / governor" \
             "keyed 100k uniform: t" "keyed 100k uniform: two-line floor / governor" \
             "keyed 100k uniform: decide_key" "keyed 100k uniform: check_keys (batches" \

@@ -544,6 +544,29 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
                 })
             },
         );
+        // Over a table larger than the caches, against the floor that fetches as many lines and
+        // against the minimal replica: back to back, a check can cost less than its miss only
+        // where the core's out-of-order window holds one check's wait for its lines and the next
+        // check's hashing and prefetch (benches/README.md, "A Cascade Lake guest", where neither
+        // tollgate's check nor the replica's did).
+        let four_line = format!("keyed {label}: tollgate / four-line floor");
+        if selected(&four_line) {
+            let floor = Floor::new(tollgate.stats().slots);
+            paired(
+                &four_line,
+                || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
+                || time_keys(&seq, &mut b, |k| floor.touch_four(k)),
+            );
+        }
+        let replica_row = format!("keyed {label}: minimal replica / tollgate");
+        if selected(&replica_row) {
+            let replica = Replica::new(&tollgate, keys);
+            paired(
+                &replica_row,
+                || time_keys(&seq, &mut a, |k| replica.check(k)),
+                || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
+            );
+        }
     }
     if label == "1k uniform" || label == "100k uniform" {
         // The least any keyed check can cost here, against governor: where this exceeds 0.5,
