@@ -544,58 +544,44 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
                 })
             },
         );
-        // Over a table larger than the caches, against the floor that fetches as many lines and
-        // against the minimal replica: back to back, a check can cost less than its miss only
-        // where the core's out-of-order window holds one check's wait for its lines and the next
-        // check's hashing and prefetch (benches/README.md, "A Cascade Lake guest", where neither
-        // tollgate's check nor the replica's did).
-        let four_line = format!("keyed {label}: tollgate / four-line floor");
-        if selected(&four_line) {
-            let floor = Floor::new(tollgate.stats().slots);
-            paired(
-                &four_line,
-                || time_keys(&seq, &mut a, |k| tollgate.check_key(&k).is_ok()),
-                || time_keys(&seq, &mut b, |k| floor.touch_four(k)),
-            );
-        }
-        let replica_row = format!("keyed {label}: minimal replica / tollgate");
-        if selected(&replica_row) {
-            let replica = Replica::new(&tollgate, keys);
-            paired(
-                &replica_row,
-                || time_keys(&seq, &mut a, |k| replica.check(k)),
-                || time_keys(&seq, &mut b, |k| tollgate.check_key(&k).is_ok()),
-            );
-        }
     }
-    if label == "1k uniform" || label == "100k uniform" {
+    // The floors and the minimal replica: over 1k and 100k keys all three floors; over a million
+    // keys (against one dependent memory read in `main`) the four-line floor and the replica
+    // alone, which show whether back-to-back checks overlap one key's miss with the next key's
+    // hashing and prefetch, as they do only where the core's out-of-order window holds both
+    // (benches/README.md, "A Cascade Lake guest", where neither tollgate's check nor the
+    // replica's did).
+    let all_floors = label == "1k uniform" || label == "100k uniform";
+    if all_floors || label == "1M uniform" {
         // The least any keyed check can cost here, against governor: where this exceeds 0.5,
         // 2x governor is out of reach of every check that reads the clock and writes a 128-bit
         // slot of a table this size.
         let floor = Floor::new(tollgate.stats().slots);
         let check = |k: u64| tollgate.check_key(&k).is_ok();
         let governor_check = |k: u64| governor.check_key(&k).is_ok();
-        floor_rows(
-            label,
-            "floor (clock + CAS of a random slot)",
-            &seq,
-            (&mut a, &mut b),
-            |k| floor.touch(k),
-            check,
-            governor_check,
-        );
-        // The same with a second slot's line, in the way of tollgate's check, which waits for
-        // a line of each of its key's two groups: the reads and write of the design, with none
-        // of a check's hashing, probing, scanning or deciding.
-        floor_rows(
-            label,
-            "two-line floor",
-            &seq,
-            (&mut a, &mut b),
-            |k| floor.touch_two(k),
-            check,
-            governor_check,
-        );
+        if all_floors {
+            floor_rows(
+                label,
+                "floor (clock + CAS of a random slot)",
+                &seq,
+                (&mut a, &mut b),
+                |k| floor.touch(k),
+                check,
+                governor_check,
+            );
+            // The same with a second slot's line, in the way of tollgate's check, which waits
+            // for a line of each of its key's two groups: the reads and write of the design,
+            // with none of a check's hashing, probing, scanning or deciding.
+            floor_rows(
+                label,
+                "two-line floor",
+                &seq,
+                (&mut a, &mut b),
+                |k| floor.touch_two(k),
+                check,
+                governor_check,
+            );
+        }
         // And with the line after each slot's too, as many lines as a check fetches: on one
         // thread this costs what the two-line floor does.
         floor_rows(
