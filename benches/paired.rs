@@ -65,6 +65,20 @@ fn sequence(keys: u64, len: usize, seed: u64, zipf: bool) -> Vec<u64> {
     }
 }
 
+/// A stand-in for what a server does between two checks: four independent chains of 64 shifts,
+/// xors and multiplies each (about 780 instructions in this build, no memory traffic), more than
+/// the out-of-order window of any CPU measured holds, so that one check's miss cannot overlap
+/// the next check's.
+fn other_work(key: u64, multiplier: u64) -> u64 {
+    let mut lanes = [key, key ^ 1, key ^ 2, key ^ 3];
+    for _ in 0..4 {
+        for lane in &mut lanes {
+            *lane = support::mix(*lane, multiplier);
+        }
+    }
+    lanes.iter().fold(0, |all, lane| all ^ lane)
+}
+
 /// [`KeyedRateLimiter::check_keys`] over a batch.
 fn check_batch(limiter: &KeyedRateLimiter<u64>, keys: &[u64]) {
     for decision in limiter.check_keys(keys) {
@@ -543,6 +557,30 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
                     }
                 })
             },
+        );
+        // The rows above check keys back to back, where a check's miss overlaps the next key's
+        // hashing and prefetch as far as the core's out-of-order window reaches. A server does
+        // other work between two checks, more than a window holds (224 to 512 instructions on
+        // the CPUs of benches/README.md): here about 780 of arithmetic (`other_work`). What a
+        // check adds to a request's time is then (limiter + work) / work - 1, in units of the
+        // work's time: the last two rows, each with its times in the record (benches/README.md,
+        // "Checks between other work").
+        let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
+        let work = |k: u64| black_box(other_work(k, multiplier)) != 0;
+        paired(
+            &format!("keyed {label}: between other work, tollgate / governor"),
+            || time_keys(&seq, &mut a, |k| work(k) & tollgate.check_key(&k).is_ok()),
+            || time_keys(&seq, &mut b, |k| work(k) & governor.check_key(&k).is_ok()),
+        );
+        paired(
+            &format!("keyed {label}: between other work, tollgate / the work alone"),
+            || time_keys(&seq, &mut a, |k| work(k) & tollgate.check_key(&k).is_ok()),
+            || time_keys(&seq, &mut b, work),
+        );
+        paired(
+            &format!("keyed {label}: between other work, governor / the work alone"),
+            || time_keys(&seq, &mut b, |k| work(k) & governor.check_key(&k).is_ok()),
+            || time_keys(&seq, &mut a, work),
         );
     }
     // The floors and the minimal replica: over 1k and 100k keys all three floors; over a million
