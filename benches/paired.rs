@@ -565,7 +565,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         // check adds to a request's time is then (limiter + work) / work - 1, in units of the
         // work's time: the last two rows, each with its times in the record (benches/README.md,
         // "Checks between other work").
-        let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
+        let multiplier = black_box(support::MIX_MULTIPLIER);
         let work = |k: u64| black_box(other_work(k, multiplier)) != 0;
         paired(
             &format!("keyed {label}: between other work, tollgate / governor"),
@@ -1055,7 +1055,7 @@ fn main() {
     // less than a core, or another process), which is then in every per-thread time of these
     // rows, the denials' above all; near 2 with 2 threads, no thread row of the run means much.
     thread_local!(static CHAIN: Cell<u64> = const { Cell::new(1) });
-    let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
+    let multiplier = black_box(support::MIX_MULTIPLIER);
     let arithmetic = || {
         CHAIN.with(|chain| {
             let x = support::mix(chain.get(), multiplier);

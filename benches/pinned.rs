@@ -60,7 +60,7 @@ fn main() {
     let on_tsc = spent_keys(TscClock::new());
     assert!(on_frozen.check_key(&42).is_err() && on_tsc.check_key(&42).is_err());
     let clock = TscClock::new();
-    let multiplier = black_box(0x5851_F42D_4C95_7F2D_u64);
+    let multiplier = black_box(support::MIX_MULTIPLIER);
     let chain = Cell::new(1u64);
     let frozen_deny = median_ns(|| on_frozen.check_key(&42).is_ok());
     let tsc_deny = median_ns(|| on_tsc.check_key(&42).is_ok());

@@ -86,9 +86,12 @@ pub fn contended<F: Fn() -> bool + Sync>(threads: usize, iters: u64, check: F) -
     })
 }
 
+/// The odd multiplier that the benches give [`mix`], through `black_box`.
+pub const MIX_MULTIPLIER: u64 = 0x5851_F42D_4C95_7F2D;
+
 /// Sixteen dependent shifts, xors and multiplies of `x`: work for one core that touches no
 /// memory, to tell what busy cores do to a core's own speed. `multiplier` should come through
-/// `black_box`, so that the compiler cannot fold the chain.
+/// `black_box` ([`MIX_MULTIPLIER`]), so that the compiler cannot fold the chain.
 pub fn mix(mut x: u64, multiplier: u64) -> u64 {
     for _ in 0..16 {
         x = (x ^ (x >> 29)).wrapping_mul(multiplier);
