@@ -563,7 +563,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         // other work between two checks, more than a window holds (224 to 512 instructions on
         // the CPUs of benches/README.md): here about 780 of arithmetic (`other_work`). What a
         // check adds to a request's time is then (limiter + work) / work - 1, in units of the
-        // work's time: the last two rows, each with its times in the record (benches/README.md,
+        // work's time: each row but the first, with its times in the record (benches/README.md,
         // "Checks between other work").
         let multiplier = black_box(support::MIX_MULTIPLIER);
         let work = |k: u64| black_box(other_work(k, multiplier)) != 0;
@@ -581,6 +581,29 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             &format!("keyed {label}: between other work, governor / the work alone"),
             || time_keys(&seq, &mut b, |k| work(k) & governor.check_key(&k).is_ok()),
             || time_keys(&seq, &mut a, work),
+        );
+        // A server that knows the key before its work (the client's address on accept) can ask
+        // for the key's lines first, so that the fetch overlaps the work.
+        paired(
+            &format!("keyed {label}: between other work, prefetch_key first / the work alone"),
+            || {
+                time_keys(&seq, &mut a, |k| {
+                    tollgate.prefetch_key(&k);
+                    work(k) & tollgate.check_key(&k).is_ok()
+                })
+            },
+            || time_keys(&seq, &mut b, work),
+        );
+        // The least a check can add to the work: the same table's first thousand keys, whose
+        // lines stay in cache.
+        paired(
+            &format!("keyed {label}: between other work, keys in cache / the work alone"),
+            || {
+                time_keys(&seq, &mut a, |k| {
+                    work(k) & tollgate.check_key(&(k % 1_000)).is_ok()
+                })
+            },
+            || time_keys(&seq, &mut b, work),
         );
     }
     // The floors and the minimal replica: over 1k and 100k keys all three floors; over a million

@@ -1303,6 +1303,50 @@ fn batches_decide_as_single_calls_in_turn() {
     }
 }
 
+/// `prefetch_key` is a hint that changes nothing: a table asked to prefetch the key of each
+/// request before deciding it, and another key that it then leaves alone (held, idle or never
+/// seen; 60 keys for a capacity of 20), decides every request as a twin that prefetches nothing,
+/// with the same counters after every step and the same state for every key at the end, for each
+/// algorithm and overflow policy, with time moving both ways.
+#[test]
+fn prefetching_a_key_changes_nothing() {
+    fn run<A: Algorithm + Clone>(algorithm: A, overflow: Overflow) {
+        let [hinted, plain] = twin_tables(&algorithm, overflow);
+        let capacity = algorithm.capacity();
+        let mut next = xorshift(0x1234_5678_9ABC_DEF1);
+        let (mut peeks, mut errors) = (0, 0);
+        for round in 0..300 {
+            for _ in 0..(round % 29) {
+                let (key, cost) = (next() % 60, random_cost(&mut next, capacity));
+                peeks += usize::from(cost == 0);
+                errors += usize::from(cost > capacity);
+                hinted.prefetch_key(&key);
+                hinted.prefetch_key(&(next() % 60));
+                assert_eq!(hinted.stats(), plain.stats(), "round {round}");
+                let want = plain.decide_key(&key, cost);
+                assert_eq!(hinted.decide_key(&key, cost), want, "round {round}");
+            }
+            assert_eq!(hinted.stats(), plain.stats(), "round {round}");
+            next_round([hinted.clock(), plain.clock()], round);
+        }
+        for key in 0..60 {
+            assert_eq!(hinted.peek_key(&key), plain.peek_key(&key), "key {key}");
+        }
+        let what = format!("{algorithm:?} {overflow:?}");
+        assert_every_path_taken(overflow, hinted.stats(), peeks, errors, &what);
+    }
+    let quota = Quota::per_second(3).unwrap().with_burst(4).unwrap();
+    for overflow in [
+        Overflow::Deny,
+        Overflow::Allow,
+        Overflow::EvictLeastConstrained,
+    ] {
+        run(Gcra::from(quota), overflow);
+        run(SlidingWindow::new(&quota).unwrap(), overflow);
+        run(FixedWindow::new(&quota).unwrap(), overflow);
+    }
+}
+
 /// A xorshift generator from `seed` (not 0): the batch tests' requests.
 fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
     move || {

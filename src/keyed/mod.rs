@@ -544,6 +544,35 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
 }
 
 impl<K: ?Sized, A, C, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
+    /// Starts fetching the table lines that hold `key`'s state and returns at once, changing
+    /// nothing: a hint, for a server that knows a request's key some time before it checks it
+    /// (the client's address when the connection is accepted, an API key once the headers are
+    /// read). Over a table larger than the caches, a check waits about one memory latency for
+    /// its lines; called first, this lets the fetch overlap whatever the server does in between,
+    /// and the check then finds its lines in cache.
+    ///
+    /// The check hashes the key again (a few nanoseconds for a short key). For keys that arrive
+    /// together, [`check_keys`](Self::check_keys) overlaps their fetches itself.
+    ///
+    /// ```
+    /// use std::net::IpAddr;
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let per_ip = KeyedRateLimiter::<IpAddr>::gcra(Quota::per_second(10).unwrap(), 100_000).unwrap();
+    /// let client: IpAddr = "192.0.2.1".parse().unwrap();
+    /// per_ip.prefetch_key(&client); // on accept
+    /// assert_eq!(per_ip.stats().occupied, 0); // a hint: nothing is decided or inserted
+    /// // ... read and parse the request ...
+    /// assert!(per_ip.check_key(&client).is_ok());
+    /// ```
+    #[inline]
+    pub fn prefetch_key<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        self.probe(key);
+    }
+
     /// Where `key` lives in the table (its one hash, turned into tag, shard, groups and starts),
     /// with the table lines it can be in already requested.
     ///
