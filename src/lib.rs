@@ -67,7 +67,10 @@
 //! batches can decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full
 //! decision per request, [`KeyedRateLimiter::decide_keys`], and with a tier's quota per request
 //! too, [`KeyedRateLimiter::decide_keys_with`]), which overlaps their table lookups: over a table
-//! larger than the caches, a fraction of a memory latency per key instead of one.
+//! larger than the caches, a fraction of a memory latency per key instead of one. One key at a
+//! time, [`KeyedRateLimiter::prefetch_key`] starts fetching a key's state as soon as a server
+//! learns the key (on accept, say), so that the fetch overlaps the server's own work before the
+//! check.
 //!
 //! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
 //! locked shards, at most `limit` timestamps per key, a bounded number of keys.
