@@ -1252,6 +1252,23 @@ fn twin_tables<A: Algorithm + Clone>(
     })
 }
 
+/// Calls `$run(algorithm, overflow)` for GCRA, the sliding window and the fixed window of one
+/// quota (3 per second, bursts of 4) under each overflow policy: the twin-table tests' cases.
+macro_rules! every_algorithm_and_policy {
+    ($run:ident) => {
+        let quota = Quota::per_second(3).unwrap().with_burst(4).unwrap();
+        for overflow in [
+            Overflow::Deny,
+            Overflow::Allow,
+            Overflow::EvictLeastConstrained,
+        ] {
+            $run(Gcra::from(quota), overflow);
+            $run(SlidingWindow::new(&quota).unwrap(), overflow);
+            $run(FixedWindow::new(&quota).unwrap(), overflow);
+        }
+    };
+}
+
 /// `check_keys` and `decide_keys` decide exactly as `check_key` and `decide_key` called on each
 /// request in turn at the same time (batches alternate between the two), for each algorithm and
 /// each overflow policy: costs from 0 (a peek) to past the capacity (an error that leaves the
@@ -1291,16 +1308,7 @@ fn batches_decide_as_single_calls_in_turn() {
         let what = format!("{algorithm:?} {overflow:?}");
         assert_every_path_taken(overflow, batched.stats(), peeks, errors, &what);
     }
-    let quota = Quota::per_second(3).unwrap().with_burst(4).unwrap();
-    for overflow in [
-        Overflow::Deny,
-        Overflow::Allow,
-        Overflow::EvictLeastConstrained,
-    ] {
-        run(Gcra::from(quota), overflow);
-        run(SlidingWindow::new(&quota).unwrap(), overflow);
-        run(FixedWindow::new(&quota).unwrap(), overflow);
-    }
+    every_algorithm_and_policy!(run);
 }
 
 /// `prefetch_key` is a hint that changes nothing: a table asked to prefetch the key of each
@@ -1335,16 +1343,7 @@ fn prefetching_a_key_changes_nothing() {
         let what = format!("{algorithm:?} {overflow:?}");
         assert_every_path_taken(overflow, hinted.stats(), peeks, errors, &what);
     }
-    let quota = Quota::per_second(3).unwrap().with_burst(4).unwrap();
-    for overflow in [
-        Overflow::Deny,
-        Overflow::Allow,
-        Overflow::EvictLeastConstrained,
-    ] {
-        run(Gcra::from(quota), overflow);
-        run(SlidingWindow::new(&quota).unwrap(), overflow);
-        run(FixedWindow::new(&quota).unwrap(), overflow);
-    }
+    every_algorithm_and_policy!(run);
 }
 
 /// A xorshift generator from `seed` (not 0): the batch tests' requests.
