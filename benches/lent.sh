@@ -11,7 +11,7 @@
 #   benches/lent.sh single            # there: every single-thread row of the README's table,
 #                                     # then the release tests once and their threaded ones in a
 #                                     # loop for a minute, then checks between other work (about
-#                                     # 7 minutes on 16 cores)
+#                                     # 6.5 minutes on 16 cores)
 #   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
 #                                     # read, arithmetic) pinned to each CPU alone, twice, then
 #                                     # on every CPU at once, twice (about 45 s on 16 cores)
@@ -122,7 +122,7 @@ single)
         done
         rm -f "$out/last-test.txt"
         echo "== $rounds rounds of the threaded tests, $failures failures $(date +%T)"
-        # Last, what a check adds to a request that does other work between checks (about 130 s).
+        # Last, what a check adds to a request that does other work between checks (about 110 s).
         rows 200 15 "keyed 1M uniform: between other work"
     } 2>&1 | tee "$out/single.txt"
     ;;
