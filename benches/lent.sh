@@ -12,6 +12,10 @@
 #                                     # then the release tests once and their threaded ones in a
 #                                     # loop for a minute, then checks between other work (about
 #                                     # 6.5 minutes on 16 cores)
+#   benches/lent.sh keyed             # there: the one-thread rows of issue 3's targets alone
+#                                     # (1M and 100k keys against governor, the floors and
+#                                     # DRAM), then checks between other work: for a short
+#                                     # lease (about 3 minutes on 16 cores)
 #   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
 #                                     # read, arithmetic) pinned to each CPU alone, twice, then
 #                                     # on every CPU at once, twice (about 45 s on 16 cores)
@@ -125,6 +129,18 @@ single)
         # Last, what a check adds to a request that does other work between checks (about 110 s).
         rows 200 15 "keyed 1M uniform: between other work"
     } 2>&1 | tee "$out/single.txt"
+    ;;
+keyed)
+    mkdir -p "$out"
+    {
+        lscpu
+        nproc
+        uname -r
+    } >"$out/host.txt" 2>&1
+    {
+        rows 120 15 "keyed 1M uniform: tollgate / " "keyed 100k uniform: tollgate / "
+        rows 200 15 "keyed 1M uniform: between other work"
+    } 2>&1 | tee "$out/keyed.txt"
     ;;
 pinned)
     mkdir -p "$out"
