@@ -14,8 +14,9 @@
 #                                     # 6.5 minutes on 16 cores)
 #   benches/lent.sh keyed             # there: the one-thread rows of issue 3's targets alone
 #                                     # (1M and 100k keys against governor, the floors and
-#                                     # DRAM), then checks between other work: for a short
-#                                     # lease (about 3 minutes on 16 cores)
+#                                     # DRAM), then checks between other work over 1M and
+#                                     # 100k keys: for a short lease (about 2.5 minutes on 16
+#                                     # cores)
 #   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
 #                                     # read, arithmetic) pinned to each CPU alone, twice, then
 #                                     # on every CPU at once, twice (about 45 s on 16 cores)
@@ -126,8 +127,8 @@ single)
         done
         rm -f "$out/last-test.txt"
         echo "== $rounds rounds of the threaded tests, $failures failures $(date +%T)"
-        # Last, what a check adds to a request that does other work between checks (about 110 s).
-        rows 200 15 "keyed 1M uniform: between other work"
+        # Last, what a check adds to a request that does other work between checks (about 200 s).
+        rows 300 15 "keyed 1M uniform: between other work" "keyed 100k uniform: between other work"
     } 2>&1 | tee "$out/single.txt"
     ;;
 keyed)
@@ -139,7 +140,7 @@ keyed)
     } >"$out/host.txt" 2>&1
     {
         rows 120 15 "keyed 1M uniform: tollgate / " "keyed 100k uniform: tollgate / "
-        rows 200 15 "keyed 1M uniform: between other work"
+        rows 300 15 "keyed 1M uniform: between other work" "keyed 100k uniform: between other work"
     } 2>&1 | tee "$out/keyed.txt"
     ;;
 pinned)
