@@ -11,11 +11,11 @@
 #   benches/lent.sh single            # there: every single-thread row of the README's table,
 #                                     # then the release tests once and their threaded ones in a
 #                                     # loop for a minute, then checks between other work (about
-#                                     # 6.5 minutes on 16 cores)
+#                                     # 7.5 minutes on 16 cores)
 #   benches/lent.sh keyed             # there: the one-thread rows of issue 3's targets alone
 #                                     # (1M and 100k keys against governor, the floors and
 #                                     # DRAM), then checks between other work over 1M and
-#                                     # 100k keys: for a short lease (about 2.5 minutes on 16
+#                                     # 100k keys: for a short lease (about 3 minutes on 16
 #                                     # cores)
 #   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
 #                                     # read, arithmetic) pinned to each CPU alone, twice, then

@@ -549,7 +549,8 @@ impl<K: ?Sized, A, C, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
     /// (the client's address when the connection is accepted, an API key once the headers are
     /// read). Over a table larger than the caches, a check waits about one memory latency for
     /// its lines; called first, this lets the fetch overlap whatever the server does in between,
-    /// and the check finds its lines in cache or on their way.
+    /// and the check finds its lines in cache or on their way. Over a table that fits in the
+    /// caches there is little to overlap, and it saves little.
     ///
     /// The check hashes the key again (a few nanoseconds for a short key). For keys that arrive
     /// together, [`check_keys`](Self::check_keys) overlaps their fetches itself.
