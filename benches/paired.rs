@@ -603,6 +603,14 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             },
             || time_keys(&seq, &mut b, work),
         );
+        // And the least a check of this design can add: the four-line floor's fetches, clock
+        // read and compare-and-swap (`Floor`) after the same work.
+        let floor = Floor::new(tollgate.stats().slots);
+        paired(
+            &format!("keyed {label}: between other work, four-line floor / the work alone"),
+            || time_keys(&seq, &mut a, |k| work(k) & floor.touch_four(k)),
+            || time_keys(&seq, &mut b, work),
+        );
     }
     // The floors and the minimal replica: over 1k and 100k keys all three floors; over a million
     // keys (against one dependent memory read in `main`) the four-line floor and the replica
