@@ -15,8 +15,8 @@
 #   benches/lent.sh keyed             # there: the one-thread rows of issue 3's targets alone
 #                                     # (1M and 100k keys against governor, the floors and
 #                                     # DRAM), then checks between other work over 1M and
-#                                     # 100k keys: for a short lease (about 3 minutes on 16
-#                                     # cores)
+#                                     # 100k keys, with the four-line floor's: for a short
+#                                     # lease (about 3.5 minutes on 16 cores)
 #   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
 #                                     # read, arithmetic) pinned to each CPU alone, twice, then
 #                                     # on every CPU at once, twice (about 45 s on 16 cores)
