@@ -127,7 +127,7 @@ single)
         done
         rm -f "$out/last-test.txt"
         echo "== $rounds rounds of the threaded tests, $failures failures $(date +%T)"
-        # Last, what a check adds to a request that does other work between checks (about 200 s).
+        # Last, what a check adds to a request that does other work between checks (about 150 s).
         rows 300 15 "keyed 1M uniform: between other work" "keyed 100k uniform: between other work"
     } 2>&1 | tee "$out/single.txt"
     ;;
