@@ -16,7 +16,8 @@
 //!   changes exactly one key, one that was not being limited, back to fresh. A cost byte of 255
 //!   resets the key instead: it must peek as fresh after it, and no other key or counter move;
 //!   254 resets every key: each must peek as fresh after it, and no counter move (also in the
-//!   tiers regime).
+//!   tiers regime). A negative time step first asks the table to prefetch another key
+//!   (`prefetch_key`, a hint): the next check finds every key as it was.
 //! - **tiers** (GCRA): as many keys, a third of them under the table's own quota (the input's)
 //!   and a third under each of two more quotas from the input, decided with `decide_key_with`;
 //!   `KeyedDifferential` checks each key against a limiter of its own quota, evictions included
@@ -295,6 +296,10 @@ fn many_keys<A: Algorithm + Clone>(
     let mut diff = KeyedDifferential::new(table(algorithm, 8, overflow, &clock, hasher));
     for &(key, step, cost) in ops {
         clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
+        if step < 0 {
+            // A hint that must change nothing: the step after it checks every key's state.
+            diff.limiter().prefetch_key(&(key.rotate_left(8) % 64));
+        }
         let checked = match cost {
             RESET => diff.reset(&(key % 64)),
             RESET_ALL => diff.reset_all(),
