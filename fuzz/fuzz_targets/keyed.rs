@@ -17,7 +17,8 @@
 //!   resets the key instead: it must peek as fresh after it, and no other key or counter move;
 //!   254 resets every key: each must peek as fresh after it, and no counter move (also in the
 //!   tiers regime). A negative time step first asks the table to prefetch another key
-//!   (`prefetch_key`, a hint): the next check finds every key as it was.
+//!   (`prefetch_key`, a hint): no counter may move, and the next step finds every key as it
+//!   was.
 //! - **tiers** (GCRA): as many keys, a third of them under the table's own quota (the input's)
 //!   and a third under each of two more quotas from the input, decided with `decide_key_with`;
 //!   `KeyedDifferential` checks each key against a limiter of its own quota, evictions included
@@ -297,8 +298,11 @@ fn many_keys<A: Algorithm + Clone>(
     for &(key, step, cost) in ops {
         clock.advance(Duration::from_millis(step.unsigned_abs() as u64 % 200));
         if step < 0 {
-            // A hint that must change nothing: the step after it checks every key's state.
+            // A hint that must change nothing: no counter moves here, and the step after it
+            // checks every key's state.
+            let before = diff.limiter().stats();
             diff.limiter().prefetch_key(&(key.rotate_left(8) % 64));
+            assert_eq!(diff.limiter().stats(), before);
         }
         let checked = match cost {
             RESET => diff.reset(&(key % 64)),
