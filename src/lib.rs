@@ -110,10 +110,10 @@
 //!
 //! - **Linearizable decisions.** Every admission is computed from the state left by all the
 //!   admissions before it, in the order their compare-and-swaps took effect. The outcome of any
-//!   run is the outcome of the [`reference`](mod@reference) model fed the same requests, one at a time, in that
-//!   order, each with the time stamp its caller read. No admission is ever lost or double-counted:
-//!   the stress tests assert exact counts from many threads at frozen time, and loom checks every
-//!   interleaving of small cases.
+//!   run is the outcome of the [`reference`](mod@reference) model fed the same requests, one at a
+//!   time, in that order, each with the time stamp its caller read. No admission is ever lost or
+//!   double-counted: the stress tests assert exact counts from many threads at frozen time, and
+//!   loom checks every interleaving of small cases.
 //! - **Time stamps are read before the loop.** A request's time is its caller's clock reading,
 //!   taken once, before it competes for the word. Requests that lose a race are retried with the
 //!   same time stamp, so under contention a decision may be applied after one with a later time

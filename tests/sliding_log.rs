@@ -163,7 +163,8 @@ proptest! {
             };
             prop_assert_eq!((decision.is_allowed(), decision.remaining()), (verdict.allowed, verdict.remaining), "op {}", i);
             if !decision.is_allowed() {
-                // Exact retry_after: the model admits the same request then, not a nanosecond sooner.
+                // Exact retry_after: the model admits the same request then, not a nanosecond
+                // sooner.
                 let r = decision.retry_after().as_nanos() as u64;
                 let at = now.as_nanos() + r;
                 prop_assert!(before.clone().decide(Nanos::from_nanos(at), cost).allowed, "op {}", i);

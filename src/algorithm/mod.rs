@@ -58,7 +58,8 @@ pub use sliding_window::SlidingWindow;
 use crate::clock::Nanos;
 use crate::decision::Decision;
 
-/// What a request does to a state: the cheap answer, for [`RateLimiter::check`](crate::RateLimiter::check).
+/// What a request does to a state: the cheap answer, for
+/// [`RateLimiter::check`](crate::RateLimiter::check).
 ///
 /// ```
 /// use tollgate::{Algorithm, Gcra, Nanos, Quota, Transition};
