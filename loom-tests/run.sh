@@ -12,9 +12,9 @@
 # TOLLGATE_LOOM_DEEP is set (at 3 it passed in 24 minutes on 2026-11-24). Runs at 4 and 5
 # preemptions passed too (2026-11-23: 30 s and 141 s for the keyed models; at 5, with the
 # eviction model added, 203 s; 2026-11-24, at 5, with tombstones for killed reservations and the
-# three-inserters model at 2, 173 s; 2026-11-27, at 5, all 13 keyed models, with the tier's, the
-# idle slot's round trip and the five resets' added since, 399 s), and are worth repeating after a
-# change to a protocol.
+# three-inserters model at 2, 173 s; 2026-11-27, at 5, the 13 keyed models, with the tier's, the
+# idle slot's round trip and the five resets' added since, and the three inserters again at 2,
+# 399 s), and are worth repeating after a change to a protocol.
 #
 # The models build tollgate with `--cfg tollgate_loom` (crate-prefixed, so no other crate in the
 # tree switches to its own loom build), in release mode, in a target directory of their own so the
