@@ -181,8 +181,9 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
 
     /// How many threads will use the limiter (default: the machine's parallelism): the table's
     /// counters are split into about four shards per thread, as far as the table has room for
-    /// them (a shard spans at least 16 KiB of slots, so that the shards' headers never take a
-    /// table of 2 000 keys or more past 24 bytes per key). Any count is accepted; 0 counts as 1.
+    /// them (a shard spans at least 16 KiB of slots, 32 KiB on s390x with its 256-byte cache
+    /// lines, so that the shards' headers never take a table of 2 000 keys or more past 24 bytes
+    /// per key). Any count is accepted; 0 counts as 1.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};

@@ -35,13 +35,20 @@ const LOAD_DEN: usize = 25;
 /// Groups per shard, at least, before a table is split into more shards.
 ///
 /// Two reasons. A key's two probe groups are in its shard, so a shard needs many groups for the
-/// two choices to balance. And each shard costs memory: a 128-byte header of counters and, from
-/// rounding the groups up to a multiple of the shard count, up to one more group. With at least
-/// 128 groups (16 KiB) per shard that is at most 1.6%, which keeps a limiter of 2 000 keys or
-/// more within 24 bytes per key of capacity (the slots alone take 23.53) however many threads it
-/// is built for. With 16 groups per shard, a 10 000-key table built for 16 threads took 24.6
-/// bytes per key.
-const MIN_GROUPS_PER_SHARD: usize = 128;
+/// two choices to balance. And each shard costs memory: a header of counters, cache-padded to
+/// 128 bytes on x86-64 and AArch64, and, from rounding the groups up to a multiple of the shard
+/// count, up to one more group. With at least 128 groups (16 KiB) per shard that is at most 1.6%,
+/// which keeps a limiter of 2 000 keys or more within 24 bytes per key of capacity (the slots
+/// alone take 23.53) however many threads it is built for. With 16 groups per shard, a 10 000-key
+/// table built for 16 threads took 24.6 bytes per key.
+///
+/// Where the header is larger (`CachePadded` pads to 256 bytes on s390x, whose cache lines are
+/// that long), the minimum grows with it, 128 groups per 128 bytes of header, so that the bound
+/// holds there too; where it is smaller, 128 groups still.
+const MIN_GROUPS_PER_SHARD: usize = {
+    let header_lines = core::mem::size_of::<CachePadded<ShardStats>>() / 128;
+    128 * if header_lines > 1 { header_lines } else { 1 }
+};
 
 /// Where a key lives: its tag, its shard, its two probe groups, and in each group the slot it
 /// looks at first.
@@ -265,7 +272,8 @@ mod tests {
     /// The arithmetic of the next test is what `memory` reports, checked on real limiters built
     /// for one thread (at most 4 shards, and at least 128 groups in each), one of them at a
     /// capacity where rounding costs the most: 2 786 keys need 4 098 slots, one group past 512,
-    /// rounded up to 129 groups in each of 4 shards.
+    /// rounded up to 129 groups in each of 4 shards. (Where headers take 256 bytes, at least
+    /// 256 groups in each: 2 shards of 257.)
     #[test]
     fn memory_is_the_layout_and_the_limiter_fields() {
         use crate::keyed::KeyedRateLimiter;
@@ -273,8 +281,14 @@ mod tests {
         use core::mem::size_of;
         let quota = Quota::per_second(1).unwrap();
         // Capacity, then shards and groups per shard: 2 000 / 0.68 = 2 942 slots, 368 groups,
-        // too few for 4 shards of 128; 10 000 keys, 1 839 groups, rounded up to 4 × 460.
-        for (n, shards, groups) in [(2_000, 2, 184), (2_786, 4, 129), (10_000, 4, 460)] {
+        // too few for 4 shards of 128; 10 000 keys, 1 839 groups, rounded up to 4 × 460. With
+        // 256-byte headers, 368 groups are too few for 2 shards of 256, and 513 for 4.
+        let expected = match size_of::<CachePadded<ShardStats>>() {
+            ..=128 => [(2_000, 2, 184), (2_786, 4, 129), (10_000, 4, 460)],
+            256 => [(2_000, 1, 368), (2_786, 2, 257), (10_000, 4, 460)],
+            other => panic!("no layouts worked out for {other}-byte shard headers"),
+        };
+        for (n, shards, groups) in expected {
             let layout = Layout::new(n, 1).unwrap();
             assert_eq!((layout.shards, layout.groups_per_shard), (shards, groups));
             // Groups of 8 slots of 16 bytes, a cache-padded header of counters per shard, and

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! shards (power of two, picked by the hash's high bits; about four per thread, as far as each
-//!         keeps 128 groups or more), each a cache-padded stats header
+//!         keeps 128 groups or more, 256 on s390x), each a cache-padded stats header
 //! └─ groups (any number per shard; two per key, picked by the hash's low and mixed bits)
 //!    └─ 8 slots × 16 bytes = one 128-byte-aligned pair of cache lines
 //!       slot: ┌───────────────────── state (64) ─────────────────────┬────── tag (64) ──────┐
