@@ -193,7 +193,7 @@ mod tests {
     /// words with native instructions, not portable-atomic's lock-based fallback (see
     /// [Platforms](super#platforms)).
     #[test]
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "s390x"))]
     fn slots_are_lock_free() {
         assert!(super::AtomicU128::is_lock_free());
     }
