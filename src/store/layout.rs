@@ -45,10 +45,8 @@ const LOAD_DEN: usize = 25;
 /// Where the header is larger (`CachePadded` pads to 256 bytes on s390x, whose cache lines are
 /// that long), the minimum grows with it, 128 groups per 128 bytes of header, so that the bound
 /// holds there too; where it is smaller, 128 groups still.
-const MIN_GROUPS_PER_SHARD: usize = {
-    let header_lines = core::mem::size_of::<CachePadded<ShardStats>>() / 128;
-    128 * if header_lines > 1 { header_lines } else { 1 }
-};
+const MIN_GROUPS_PER_SHARD: usize =
+    128 * core::mem::size_of::<CachePadded<ShardStats>>().div_ceil(128);
 
 /// Where a key lives: its tag, its shard, its two probe groups, and in each group the slot it
 /// looks at first.
