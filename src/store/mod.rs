@@ -88,7 +88,7 @@
 //! evicted. `loom-tests/mutants.sh`, run by CI, checks that they would notice: with any of the
 //! three fences above weakened or dropped, a rule of the insert's validation skipped, or a
 //! decision's compare-and-swap retried on a word that holds no state of its key (another key's,
-//! or a reservation of its own), some model fails.
+//! or a reservation of its own), the models that the script names for that break fail.
 //! Loom has no 128-bit atomic; `src/sync/` gives it one made of a loom `AtomicU64` holding a handle
 //! to an interned value, so the same orderings and the same fence are what loom checks.
 
