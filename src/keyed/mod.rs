@@ -555,6 +555,9 @@ impl<K: ?Sized, A, C, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
     /// The check hashes the key again (a few nanoseconds for a short key). For keys that arrive
     /// together, [`check_keys`](Self::check_keys) overlaps their fetches itself.
     ///
+    /// The hint is the CPU's prefetch instruction, on x86-64 and AArch64; on other targets stable
+    /// Rust has none to call, and this does nothing.
+    ///
     /// ```
     /// use std::net::IpAddr;
     /// use tollgate::{KeyedRateLimiter, Quota};
