@@ -25,10 +25,12 @@
 //!   compare-and-swap the whole word `(tag, old) → (tag, new)`. The compare includes the tag, so a
 //!   decision about key A can never land on a slot that has meanwhile been given to key B, and an
 //!   `A → B → A` reuse that restores the very same word is harmless: the decision was computed from
-//!   exactly that word. A denial writes nothing. A failed compare-and-swap returns the current
-//!   word: if it holds the key's tag and a state, the transition is computed again from it; if
-//!   it holds another key's tag, or a reservation (even of this key: its idle slot went to
-//!   another key and then to an inserter of this one), the decision scans again.
+//!   exactly that word. A denial writes nothing (though on CPUs whose 128-bit load is itself an
+//!   exclusive access, AArch64 without LSE2 and x86-64 without AVX, its load still takes the
+//!   line from other cores). A failed compare-and-swap returns the current word: if it holds the
+//!   key's tag and a state, the transition is computed again from it; if it holds another key's
+//!   tag, or a reservation (even of this key: its idle slot went to another key and then to an
+//!   inserter of this one), the decision scans again.
 //! - **Insert** (the key is absent): decide on the fresh state (the all-zero word); if that writes
 //!   nothing (a peek), insert nothing. Otherwise claim a slot in the less loaded of the two groups
 //!   (an empty slot first, else an *idle* one: a state equivalent to fresh, whose key loses
