@@ -328,13 +328,18 @@ proptest! {
                 state = s;
                 let reset = u64::try_from(d.reset_after().as_nanos()).unwrap();
                 // A state idle only past the end of time (a clock stepped back from it) reports
-                // `Nanos::MAX`, the longest wait there is.
+                // `Nanos::MAX`, the longest wait there is, as does one idle at `Nanos::MAX`
+                // exactly, seen from 0: either way it is not idle a nanosecond before
+                // `now + reset`, or at the end of time.
                 let saturated = reset == Nanos::MAX.as_nanos();
                 if let Some(idle_at) = now.checked_add(reset).filter(|&t| t <= Nanos::MAX.as_nanos() && !saturated) {
                     prop_assert!(a.is_idle(state, Nanos::from_nanos(idle_at)));
                     if reset > 0 {
                         prop_assert!(!a.is_idle(state, Nanos::from_nanos(idle_at - 1)));
                     }
+                } else {
+                    let before = now.saturating_add(reset - 1).min(Nanos::MAX.as_nanos());
+                    prop_assert!(!a.is_idle(state, Nanos::from_nanos(before)));
                 }
                 if monotone {
                     prop_assert!(reset <= bound, "reset_after {} over {}", reset, bound);

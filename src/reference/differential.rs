@@ -17,8 +17,9 @@ use crate::decision::Decision;
 ///   `now + retry_after`, and the model denies it one nanosecond earlier (a cost above the
 ///   capacity must report `Nanos::MAX`);
 /// - `reset_after` is exact: the model has its whole capacity back at `now + reset_after`, and
-///   not one nanosecond earlier; a `reset_after` that reaches past [`Nanos::MAX`] means that the
-///   model is not full by then;
+///   not one nanosecond earlier; where `now + reset_after` cannot be probed (past [`Nanos::MAX`],
+///   or `reset_after` is `Nanos::MAX` itself, which a saturated wait also reports), the model must
+///   not be full one nanosecond before it, or by `Nanos::MAX`;
 /// - the whole seconds of HTTP headers are enough: at `now +`
 ///   [`retry_after_secs`](Decision::retry_after_secs) seconds the model and the algorithm admit
 ///   the request they denied, and at `now +` [`reset_after_secs`](Decision::reset_after_secs)
@@ -221,12 +222,17 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
                     return fail(&format!("reset_after_secs {secs} s is too short"));
                 }
             }
-        } else if self.model.clone().decide(Nanos::MAX, 0).remaining == capacity {
-            // The capacity comes back past the last time a clock can read, so it cannot be
-            // probed there; but the model must not have it back by then.
-            return fail(&format!(
-                "reset_after {reset} ns is too long: the model is full by Nanos::MAX"
-            ));
+        } else {
+            // The capacity comes back at `t + reset` or later: past the last time a clock can read
+            // (a saturated `reset`), or at it exactly (`t` = 0, `reset` = `Nanos::MAX`; the same
+            // number), so only the other side can be probed: the model must not have it back
+            // before then, at the last reading up to `t + reset - 1`.
+            let before_reset = t.saturating_add(reset - 1).min(Nanos::MAX.as_nanos());
+            if self.model.clone().decide(at(before_reset), 0).remaining == capacity {
+                return fail(&format!(
+                    "reset_after {reset} ns is too long: the model is full by {before_reset} ns"
+                ));
+            }
         }
         self.state = next;
         self.steps += 1;
@@ -418,8 +424,10 @@ mod tests {
             (
                 Flaw::ResetNever,
                 0,
-                // Nanos::MAX, 2^63 - 1.
-                "reset_after 9223372036854775807 ns is too long: the model is full by Nanos::MAX",
+                // Nanos::MAX, 2^63 - 1: from 0, the capacity back at Nanos::MAX exactly, so the
+                // model must not have it back a nanosecond earlier.
+                "reset_after 9223372036854775807 ns is too long: the model is full by \
+                 9223372036854775806 ns",
             ),
         ];
         for (flaw, step, what) in cases {
@@ -428,5 +436,49 @@ mod tests {
             let mismatch = run(flaw).expect_err(&expected).to_string();
             assert!(mismatch.starts_with(&expected), "{flaw:?}: {mismatch}");
         }
+    }
+
+    /// A `reset_after` of `Nanos::MAX` from 0 may be exact: the capacity comes back at the last
+    /// reading of a clock. A sliding window of 337 ns that admitted 1 at the start of the window
+    /// that ends at `Nanos::MAX - 337` is full again at `Nanos::MAX`; a peek at 0 (the clock
+    /// stepped back) is `Nanos::MAX` from then. (Found by `a_reset_limiter_decides_as_a_new_one`,
+    /// whose checker took any `reset_after` of `Nanos::MAX` for a saturated one.)
+    #[test]
+    fn a_reset_after_that_ends_at_the_last_reading_is_exact() {
+        use crate::algorithm::SlidingWindow;
+        use crate::reference::SlidingWindowCounter;
+        let quota = Quota::new(1, core::time::Duration::from_nanos(337)).unwrap();
+        let start = Nanos::MAX.as_nanos() - 2 * 337;
+        assert_eq!(start % 337, 0);
+        let window = SlidingWindow::new(&quota).unwrap();
+        let mut diff = Differential::new(window, SlidingWindowCounter::new(&quota));
+        assert!(diff.step(Nanos::from_nanos(start), 1).unwrap().is_allowed());
+        let peek = diff.step(Nanos::from_nanos(0), 0).unwrap();
+        assert_eq!(peek.reset_after(), Nanos::MAX.as_duration());
+        // One nanosecond later the same peek is Nanos::MAX - 1 from then, probed both ways.
+        assert_eq!(
+            diff.step(Nanos::from_nanos(1), 0).unwrap().reset_after(),
+            Nanos::from_nanos(Nanos::MAX.as_nanos() - 1).as_duration()
+        );
+    }
+
+    /// Past the last reading, a `reset_after` is checked against the model at `Nanos::MAX`.
+    #[test]
+    fn a_saturated_reset_after_is_checked_at_the_last_reading() {
+        let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+        let gcra = Gcra::from(quota);
+        let flawed = Flawed {
+            gcra,
+            flaw: Flaw::ResetNever,
+        };
+        let mut diff = Differential::new(flawed, VirtualScheduling::new(&quota));
+        let mismatch = diff.step(Nanos::from_nanos(5), 3).unwrap_err().to_string();
+        assert!(
+            mismatch.starts_with(
+                "step 0: reset_after 9223372036854775807 ns is too long: the model is full by \
+                 9223372036854775807 ns (now 5 ns"
+            ),
+            "{mismatch}"
+        );
     }
 }
