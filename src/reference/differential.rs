@@ -15,7 +15,8 @@ use crate::decision::Decision;
 ///   the reserved `u64::MAX`;
 /// - `retry_after` is exact: the model and the algorithm admit the same request at
 ///   `now + retry_after`, and the model denies it one nanosecond earlier (a cost above the
-///   capacity must report `Nanos::MAX`);
+///   capacity must report `Nanos::MAX`); where `now + retry_after` cannot be probed, as for
+///   `reset_after` below, the model must deny it one nanosecond before, or at `Nanos::MAX`;
 /// - `reset_after` is exact: the model has its whole capacity back at `now + reset_after`, and
 ///   not one nanosecond earlier; where `now + reset_after` cannot be probed (past [`Nanos::MAX`],
 ///   or `reset_after` is `Nanos::MAX` itself, which a saturated wait also reports), the model must
@@ -205,6 +206,16 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
                     return fail(&format!("retry_after_secs {secs} s is too short"));
                 }
             }
+        } else {
+            // As for `reset_after` below: the request is admitted at `t + retry` or later, past
+            // the last reading (a saturated `retry`) or at it exactly (`t` = 0, `retry` =
+            // `Nanos::MAX`), so only the other side can be probed.
+            let before_retry = t.saturating_add(retry - 1).min(Nanos::MAX.as_nanos());
+            if before.clone().decide(at(before_retry), cost).allowed {
+                return fail(&format!(
+                    "retry_after {retry} ns is too long: the model admits it at {before_retry} ns"
+                ));
+            }
         }
         let reset = decision.reset_after().as_nanos() as u64;
         if reset < Nanos::MAX.as_nanos() && t + reset <= Nanos::MAX.as_nanos() {
@@ -272,6 +283,7 @@ mod tests {
         ResetShort,
         ResetLong,
         ResetNever,
+        RetryNever,
     }
 
     /// GCRA with one flaw. Its `transition` is its own `decide`'s, so that only the flaws of
@@ -334,6 +346,7 @@ mod tests {
                     (allowed, next, retry) = (false, state, 1);
                 }
                 Flaw::RetryLong if !allowed => retry += 1,
+                Flaw::RetryNever if !allowed && cost <= limit => retry = Nanos::MAX.as_nanos(),
                 // Admitted after its 100 ms wait, but denied again at the whole second.
                 Flaw::DeniedAtWholeSecond if now.as_nanos() == 1_000_000_000 && cost == 1 => {
                     (allowed, next, retry) = (false, state, 1);
@@ -409,6 +422,12 @@ mod tests {
                 "retry_after 100000000 ns is too short",
             ),
             (Flaw::RetryLong, 1, "retry_after 100000001 ns is too long"),
+            (
+                Flaw::RetryNever,
+                1,
+                "retry_after 9223372036854775807 ns is too long: the model admits it at \
+                 9223372036854775806 ns",
+            ),
             (
                 Flaw::DeniedAtWholeSecond,
                 1,
