@@ -188,66 +188,76 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             }
         } else if retry == 0 {
             return fail("a denial with a zero retry_after");
-        } else if retry < Nanos::MAX.as_nanos() && t + retry <= Nanos::MAX.as_nanos() {
-            // A wait that saturated at Nanos::MAX cannot be probed.
-            if !before.clone().decide(at(t + retry), cost).allowed
-                || !algorithm.decide(state, at(t + retry), cost).0.is_allowed()
-            {
-                return fail(&format!("retry_after {retry} ns is too short"));
-            }
-            if before.clone().decide(at(t + retry - 1), cost).allowed {
-                return fail(&format!("retry_after {retry} ns is too long"));
-            }
-            let secs = decision.retry_after_secs();
-            if let Some(then) = whole_seconds(secs) {
-                if !before.clone().decide(at(then), cost).allowed
-                    || !algorithm.decide(state, at(then), cost).0.is_allowed()
-                {
-                    return fail(&format!("retry_after_secs {secs} s is too short"));
-                }
-            }
         } else {
-            // As for `reset_after` below: the request is admitted at `t + retry` or later, past
-            // the last reading (a saturated `retry`) or at it exactly (`t` = 0, `retry` =
-            // `Nanos::MAX`), so only the other side can be probed.
-            let before_retry = t.saturating_add(retry - 1).min(Nanos::MAX.as_nanos());
-            if before.clone().decide(at(before_retry), cost).allowed {
-                return fail(&format!(
-                    "retry_after {retry} ns is too long: the model admits it at {before_retry} ns"
-                ));
+            match end_of_wait(t, retry) {
+                Ok(end) => {
+                    if !before.clone().decide(at(end), cost).allowed
+                        || !algorithm.decide(state, at(end), cost).0.is_allowed()
+                    {
+                        return fail(&format!("retry_after {retry} ns is too short"));
+                    }
+                    if before.clone().decide(at(end - 1), cost).allowed {
+                        return fail(&format!("retry_after {retry} ns is too long"));
+                    }
+                    let secs = decision.retry_after_secs();
+                    if let Some(then) = whole_seconds(secs) {
+                        if !before.clone().decide(at(then), cost).allowed
+                            || !algorithm.decide(state, at(then), cost).0.is_allowed()
+                        {
+                            return fail(&format!("retry_after_secs {secs} s is too short"));
+                        }
+                    }
+                }
+                Err(last) => {
+                    if before.clone().decide(at(last), cost).allowed {
+                        let why = format!("the model admits it at {last} ns");
+                        return fail(&format!("retry_after {retry} ns is too long: {why}"));
+                    }
+                }
             }
         }
         let reset = decision.reset_after().as_nanos() as u64;
-        if reset < Nanos::MAX.as_nanos() && t + reset <= Nanos::MAX.as_nanos() {
-            if self.model.clone().decide(at(t + reset), 0).remaining != capacity {
-                return fail(&format!("reset_after {reset} ns is too short"));
-            }
-            if reset > 0 && self.model.clone().decide(at(t + reset - 1), 0).remaining == capacity {
-                return fail(&format!("reset_after {reset} ns is too long"));
-            }
-            let secs = decision.reset_after_secs();
-            if let Some(then) = whole_seconds(secs) {
-                if self.model.clone().decide(at(then), 0).remaining != capacity
-                    || algorithm.decide(next, at(then), 0).0.remaining() != capacity
-                {
-                    return fail(&format!("reset_after_secs {secs} s is too short"));
+        match end_of_wait(t, reset) {
+            Ok(end) => {
+                if self.model.clone().decide(at(end), 0).remaining != capacity {
+                    return fail(&format!("reset_after {reset} ns is too short"));
+                }
+                if reset > 0 && self.model.clone().decide(at(end - 1), 0).remaining == capacity {
+                    return fail(&format!("reset_after {reset} ns is too long"));
+                }
+                let secs = decision.reset_after_secs();
+                if let Some(then) = whole_seconds(secs) {
+                    if self.model.clone().decide(at(then), 0).remaining != capacity
+                        || algorithm.decide(next, at(then), 0).0.remaining() != capacity
+                    {
+                        return fail(&format!("reset_after_secs {secs} s is too short"));
+                    }
                 }
             }
-        } else {
-            // The capacity comes back at `t + reset` or later: past the last time a clock can read
-            // (a saturated `reset`), or at it exactly (`t` = 0, `reset` = `Nanos::MAX`; the same
-            // number), so only the other side can be probed: the model must not have it back
-            // before then, at the last reading up to `t + reset - 1`.
-            let before_reset = t.saturating_add(reset - 1).min(Nanos::MAX.as_nanos());
-            if self.model.clone().decide(at(before_reset), 0).remaining == capacity {
-                return fail(&format!(
-                    "reset_after {reset} ns is too long: the model is full by {before_reset} ns"
-                ));
+            Err(last) => {
+                if self.model.clone().decide(at(last), 0).remaining == capacity {
+                    let why = format!("the model is full by {last} ns");
+                    return fail(&format!("reset_after {reset} ns is too long: {why}"));
+                }
             }
         }
         self.state = next;
         self.steps += 1;
         Ok(decision)
+    }
+}
+
+/// Where a wait of `wait` ns from the reading `t` ends, for probing the model there: `Ok` with
+/// the reading `t + wait`, or, where that cannot be probed, `Err` with the last reading before it,
+/// the only side that can be. It cannot be probed past the last reading a clock makes, nor when
+/// `wait` is [`Nanos::MAX`]: a saturated wait reports that too, so from 0 it may end exactly at
+/// `Nanos::MAX` or later (the decision is the same in both cases).
+fn end_of_wait(t: u64, wait: u64) -> Result<u64, u64> {
+    let last = Nanos::MAX.as_nanos();
+    match t.checked_add(wait) {
+        Some(end) if wait < last && end <= last => Ok(end),
+        // `wait` is not 0 here (`t` is a reading, at most `last`).
+        _ => Err(t.saturating_add(wait - 1).min(last)),
     }
 }
 
