@@ -14,13 +14,13 @@ use crate::decision::Decision;
 ///   and the stored word, a denial and a peek (a cost of 0) store nothing, and no write stores
 ///   the reserved `u64::MAX`;
 /// - `retry_after` is exact: the model and the algorithm admit the same request at
-///   `now + retry_after`, and the model denies it one nanosecond earlier (a cost above the
-///   capacity must report `Nanos::MAX`); where `now + retry_after` cannot be probed, as for
-///   `reset_after` below, the model must deny it one nanosecond before, or at `Nanos::MAX`;
-/// - `reset_after` is exact: the model has its whole capacity back at `now + reset_after`, and
-///   not one nanosecond earlier; where `now + reset_after` cannot be probed (past [`Nanos::MAX`],
-///   or `reset_after` is `Nanos::MAX` itself, which a saturated wait also reports), the model must
-///   not be full one nanosecond before it, or by `Nanos::MAX`;
+///   `now + retry_after`, and both deny it one nanosecond earlier (a cost above the capacity must
+///   report `Nanos::MAX`); where `now + retry_after` cannot be probed, as for `reset_after` below,
+///   both must deny it one nanosecond before, or at `Nanos::MAX`;
+/// - `reset_after` is exact: the model and the algorithm have their whole capacity back at
+///   `now + reset_after`, and neither one nanosecond earlier; where `now + reset_after` cannot be
+///   probed (past [`Nanos::MAX`], or `reset_after` is `Nanos::MAX` itself, which a saturated wait
+///   also reports), neither may be full one nanosecond before it, or by `Nanos::MAX`;
 /// - the whole seconds of HTTP headers are enough: at `now +`
 ///   [`retry_after_secs`](Decision::retry_after_secs) seconds the model and the algorithm admit
 ///   the request they denied, and at `now +` [`reset_after_secs`](Decision::reset_after_secs)
@@ -189,54 +189,66 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         } else if retry == 0 {
             return fail("a denial with a zero retry_after");
         } else {
+            // Whether the model and the algorithm, as they were before this step, admit the same
+            // request at the reading `then`: a `retry_after` is exact when both do at its end,
+            // and neither does a nanosecond earlier.
+            let admit = |then: u64| {
+                (
+                    before.clone().decide(at(then), cost).allowed,
+                    algorithm.decide(state, at(then), cost).0.is_allowed(),
+                )
+            };
             match end_of_wait(t, retry) {
                 Ok(end) => {
-                    if !before.clone().decide(at(end), cost).allowed
-                        || !algorithm.decide(state, at(end), cost).0.is_allowed()
-                    {
+                    if admit(end) != (true, true) {
                         return fail(&format!("retry_after {retry} ns is too short"));
                     }
-                    if before.clone().decide(at(end - 1), cost).allowed {
+                    if admit(end - 1) != (false, false) {
                         return fail(&format!("retry_after {retry} ns is too long"));
                     }
                     let secs = decision.retry_after_secs();
                     if let Some(then) = whole_seconds(secs) {
-                        if !before.clone().decide(at(then), cost).allowed
-                            || !algorithm.decide(state, at(then), cost).0.is_allowed()
-                        {
+                        if admit(then) != (true, true) {
                             return fail(&format!("retry_after_secs {secs} s is too short"));
                         }
                     }
                 }
                 Err(last) => {
-                    if before.clone().decide(at(last), cost).allowed {
-                        let why = format!("the model admits it at {last} ns");
+                    if admit(last) != (false, false) {
+                        let why = format!("admitted at {last} ns");
                         return fail(&format!("retry_after {retry} ns is too long: {why}"));
                     }
                 }
             }
         }
         let reset = decision.reset_after().as_nanos() as u64;
+        // Whether the model and the algorithm, after this step, have their whole capacity back
+        // at the reading `then`: a `reset_after` is exact when both have it at its end, and
+        // neither a nanosecond earlier.
+        let full = |then: u64| {
+            (
+                self.model.clone().decide(at(then), 0).remaining == capacity,
+                algorithm.decide(next, at(then), 0).0.remaining() == capacity,
+            )
+        };
         match end_of_wait(t, reset) {
             Ok(end) => {
-                if self.model.clone().decide(at(end), 0).remaining != capacity {
+                if full(end) != (true, true) {
                     return fail(&format!("reset_after {reset} ns is too short"));
                 }
-                if reset > 0 && self.model.clone().decide(at(end - 1), 0).remaining == capacity {
+                if reset > 0 && full(end - 1) != (false, false) {
                     return fail(&format!("reset_after {reset} ns is too long"));
                 }
                 let secs = decision.reset_after_secs();
                 if let Some(then) = whole_seconds(secs) {
-                    if self.model.clone().decide(at(then), 0).remaining != capacity
-                        || algorithm.decide(next, at(then), 0).0.remaining() != capacity
-                    {
+                    if full(then) != (true, true) {
                         return fail(&format!("reset_after_secs {secs} s is too short"));
                     }
                 }
             }
             Err(last) => {
-                if self.model.clone().decide(at(last), 0).remaining == capacity {
-                    let why = format!("the model is full by {last} ns");
+                if full(last) != (false, false) {
+                    let why = format!("full by {last} ns");
                     return fail(&format!("reset_after {reset} ns is too long: {why}"));
                 }
             }
@@ -247,11 +259,11 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
     }
 }
 
-/// Where a wait of `wait` ns from the reading `t` ends, for probing the model there: `Ok` with
-/// the reading `t + wait`, or, where that cannot be probed, `Err` with the last reading before it,
-/// the only side that can be. It cannot be probed past the last reading a clock makes, nor when
-/// `wait` is [`Nanos::MAX`]: a saturated wait reports that too, so from 0 it may end exactly at
-/// `Nanos::MAX` or later (the decision is the same in both cases).
+/// Where a wait of `wait` ns from the reading `t` ends, for probing the model and the algorithm
+/// there: `Ok` with the reading `t + wait`, or, where that cannot be probed, `Err` with the last
+/// reading before it, the only side that can be. It cannot be probed past the last reading a clock
+/// makes, nor when `wait` is [`Nanos::MAX`]: a saturated wait reports that too, so from 0 it may
+/// end exactly at `Nanos::MAX` or later (the decision is the same in both cases).
 fn end_of_wait(t: u64, wait: u64) -> Result<u64, u64> {
     let last = Nanos::MAX.as_nanos();
     match t.checked_add(wait) {
@@ -288,12 +300,17 @@ mod tests {
         RetryShort,
         StillDeniedAtRetry,
         RetryLong,
+        AdmitsJustBeforeRetry,
         DeniedAtWholeSecond,
         NotFullAtWholeSecond,
         ResetShort,
+        NotFullAtReset,
         ResetLong,
+        FullJustBeforeReset,
         ResetNever,
         RetryNever,
+        AdmitsAtTheLastReading,
+        FullAtTheLastReading,
     }
 
     /// GCRA with one flaw. Its `transition` is its own `decide`'s, so that only the flaws of
@@ -356,6 +373,10 @@ mod tests {
                     (allowed, next, retry) = (false, state, 1);
                 }
                 Flaw::RetryLong if !allowed => retry += 1,
+                // It admits, a nanosecond early, the request that it said must wait 100 ms.
+                Flaw::AdmitsJustBeforeRetry if now.as_nanos() == 99_999_999 && cost == 1 => {
+                    (allowed, retry) = (true, 0);
+                }
                 Flaw::RetryNever if !allowed && cost <= limit => retry = Nanos::MAX.as_nanos(),
                 // Admitted after its 100 ms wait, but denied again at the whole second.
                 Flaw::DeniedAtWholeSecond if now.as_nanos() == 1_000_000_000 && cost == 1 => {
@@ -366,8 +387,20 @@ mod tests {
                     remaining -= 1;
                 }
                 Flaw::ResetShort => reset -= 1,
+                // Not full when its 300 ms have passed.
+                Flaw::NotFullAtReset if now.as_nanos() == 300_000_000 && cost == 0 => {
+                    remaining -= 1;
+                }
                 Flaw::ResetLong => reset += 1,
+                Flaw::FullJustBeforeReset if now.as_nanos() == 299_999_999 && cost == 0 => {
+                    remaining = limit;
+                }
                 Flaw::ResetNever => reset = Nanos::MAX.as_nanos(),
+                // At the last reading a clock makes, it admits and is full, whatever it said.
+                Flaw::AdmitsAtTheLastReading if now == Nanos::MAX && cost == 1 => {
+                    (allowed, retry) = (true, 0);
+                }
+                Flaw::FullAtTheLastReading if now == Nanos::MAX && cost == 0 => remaining = limit,
                 _ => {}
             }
             let (retry, reset) = (Nanos::from_nanos(retry), Nanos::from_nanos(reset));
@@ -433,9 +466,14 @@ mod tests {
             ),
             (Flaw::RetryLong, 1, "retry_after 100000001 ns is too long"),
             (
+                Flaw::AdmitsJustBeforeRetry,
+                1,
+                "retry_after 100000000 ns is too long",
+            ),
+            (
                 Flaw::RetryNever,
                 1,
-                "retry_after 9223372036854775807 ns is too long: the model admits it at \
+                "retry_after 9223372036854775807 ns is too long: admitted at \
                  9223372036854775806 ns",
             ),
             (
@@ -449,13 +487,23 @@ mod tests {
                 "reset_after_secs 1 s is too short",
             ),
             (Flaw::ResetShort, 0, "reset_after 299999999 ns is too short"),
+            (
+                Flaw::NotFullAtReset,
+                0,
+                "reset_after 300000000 ns is too short",
+            ),
             (Flaw::ResetLong, 0, "reset_after 300000001 ns is too long"),
+            (
+                Flaw::FullJustBeforeReset,
+                0,
+                "reset_after 300000000 ns is too long",
+            ),
             (
                 Flaw::ResetNever,
                 0,
-                // Nanos::MAX, 2^63 - 1: from 0, the capacity back at Nanos::MAX exactly, so the
-                // model must not have it back a nanosecond earlier.
-                "reset_after 9223372036854775807 ns is too long: the model is full by \
+                // Nanos::MAX, 2^63 - 1: from 0, the capacity back at Nanos::MAX exactly, so
+                // neither may have it back a nanosecond earlier.
+                "reset_after 9223372036854775807 ns is too long: full by \
                  9223372036854775806 ns",
             ),
         ];
@@ -504,10 +552,50 @@ mod tests {
         let mismatch = diff.step(Nanos::from_nanos(5), 3).unwrap_err().to_string();
         assert!(
             mismatch.starts_with(
-                "step 0: reset_after 9223372036854775807 ns is too long: the model is full by \
+                "step 0: reset_after 9223372036854775807 ns is too long: full by \
                  9223372036854775807 ns (now 5 ns"
             ),
             "{mismatch}"
         );
+    }
+
+    /// Where a wait ends past the last reading a clock makes, the algorithm is checked at that
+    /// reading as the model is: neither may admit the request it denied, nor be full, before the
+    /// wait it reported has passed. At 10 per second in bursts of 3, 50 ms before `Nanos::MAX`:
+    /// 0. cost 3: admitted, full again after 300 ms (250 ms past the last reading);
+    /// 1. cost 1: denied for 100 ms (50 ms past it).
+    #[test]
+    fn the_checks_past_the_last_reading_catch_their_flaws() {
+        let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
+        let t = Nanos::MAX.as_nanos() - 50_000_000;
+        let run = |flaw| -> Result<Vec<bool>, Mismatch> {
+            let gcra = Gcra::from(quota);
+            let mut diff = Differential::new(Flawed { gcra, flaw }, VirtualScheduling::new(&quota));
+            [3, 1]
+                .iter()
+                .map(|&cost| Ok(diff.step(Nanos::from_nanos(t), cost)?.is_allowed()))
+                .collect()
+        };
+        assert_eq!(run(Flaw::None), Ok(vec![true, false]));
+        let cases = [
+            (
+                Flaw::FullAtTheLastReading,
+                0,
+                "reset_after 300000000 ns is too long: full by 9223372036854775807 ns",
+            ),
+            (
+                Flaw::AdmitsAtTheLastReading,
+                1,
+                "retry_after 100000000 ns is too long: admitted at 9223372036854775807 ns",
+            ),
+        ];
+        for (flaw, step, what) in cases {
+            let expected = format!(
+                "step {step}: {what} (now {t} ns, cost {}, word ",
+                [3, 1][step]
+            );
+            let mismatch = run(flaw).expect_err(&expected).to_string();
+            assert!(mismatch.starts_with(&expected), "{flaw:?}: {mismatch}");
+        }
     }
 }
