@@ -171,12 +171,6 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         if next == u64::MAX && next != state {
             return fail("stored the reserved word u64::MAX");
         }
-        // A wait rounded up to whole seconds (HTTP's), as a clock reading, where there is one.
-        let whole_seconds = |secs: u64| {
-            secs.checked_mul(1_000_000_000)
-                .and_then(|wait| t.checked_add(wait))
-                .filter(|&then| then <= Nanos::MAX.as_nanos())
-        };
         let retry = decision.retry_after().as_nanos() as u64;
         if decision.is_allowed() {
             if retry != 0 {
@@ -190,72 +184,75 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             return fail("a denial with a zero retry_after");
         } else {
             // Whether the model and the algorithm, as they were before this step, admit the same
-            // request at the reading `then`: a `retry_after` is exact when both do at its end,
-            // and neither does a nanosecond earlier.
-            let admit = |then: u64| {
+            // request at the reading `then`.
+            let admitted = |then: u64| {
                 (
                     before.clone().decide(at(then), cost).allowed,
                     algorithm.decide(state, at(then), cost).0.is_allowed(),
                 )
             };
-            match end_of_wait(t, retry) {
-                Ok(end) => {
-                    if admit(end) != (true, true) {
-                        return fail(&format!("retry_after {retry} ns is too short"));
-                    }
-                    if admit(end - 1) != (false, false) {
-                        return fail(&format!("retry_after {retry} ns is too long"));
-                    }
-                    let secs = decision.retry_after_secs();
-                    if let Some(then) = whole_seconds(secs) {
-                        if admit(then) != (true, true) {
-                            return fail(&format!("retry_after_secs {secs} s is too short"));
-                        }
-                    }
-                }
-                Err(last) => {
-                    if admit(last) != (false, false) {
-                        let why = format!("admitted at {last} ns");
-                        return fail(&format!("retry_after {retry} ns is too long: {why}"));
-                    }
-                }
+            let secs = decision.retry_after_secs();
+            if let Err(what) = check_wait("retry_after", "admitted at", t, retry, secs, admitted) {
+                return fail(&what);
             }
         }
-        let reset = decision.reset_after().as_nanos() as u64;
-        // Whether the model and the algorithm, after this step, have their whole capacity back
-        // at the reading `then`: a `reset_after` is exact when both have it at its end, and
-        // neither a nanosecond earlier.
+        // Whether the model and the algorithm, after this step, have their whole capacity back at
+        // the reading `then`.
         let full = |then: u64| {
             (
                 self.model.clone().decide(at(then), 0).remaining == capacity,
                 algorithm.decide(next, at(then), 0).0.remaining() == capacity,
             )
         };
-        match end_of_wait(t, reset) {
-            Ok(end) => {
-                if full(end) != (true, true) {
-                    return fail(&format!("reset_after {reset} ns is too short"));
-                }
-                if reset > 0 && full(end - 1) != (false, false) {
-                    return fail(&format!("reset_after {reset} ns is too long"));
-                }
-                let secs = decision.reset_after_secs();
-                if let Some(then) = whole_seconds(secs) {
-                    if full(then) != (true, true) {
-                        return fail(&format!("reset_after_secs {secs} s is too short"));
-                    }
-                }
-            }
-            Err(last) => {
-                if full(last) != (false, false) {
-                    let why = format!("full by {last} ns");
-                    return fail(&format!("reset_after {reset} ns is too long: {why}"));
-                }
-            }
+        let reset = decision.reset_after().as_nanos() as u64;
+        let secs = decision.reset_after_secs();
+        if let Err(what) = check_wait("reset_after", "full by", t, reset, secs, full) {
+            return fail(&what);
         }
         self.state = next;
         self.steps += 1;
         Ok(decision)
+    }
+}
+
+/// Checks that a wait that [`Differential::step`] reported, `wait` ns (and `secs` in whole
+/// seconds) from the reading `t`, is exact for the goal that `reached` tells at any reading:
+/// whether the model and the algorithm have reached it there. Both must have reached it where the
+/// wait ends and where its whole seconds end, and neither a nanosecond before the end; where the
+/// end cannot be probed ([`end_of_wait`]), neither at the last reading before it. The error names
+/// the wait (`name`) and, past the last reading, what was reached there (`goal`).
+fn check_wait(
+    name: &str,
+    goal: &str,
+    t: u64,
+    wait: u64,
+    secs: u64,
+    reached: impl Fn(u64) -> (bool, bool),
+) -> Result<(), String> {
+    match end_of_wait(t, wait) {
+        Ok(end) => {
+            if reached(end) != (true, true) {
+                return Err(format!("{name} {wait} ns is too short"));
+            }
+            if wait > 0 && reached(end - 1) != (false, false) {
+                return Err(format!("{name} {wait} ns is too long"));
+            }
+            // Rounding a wait up to whole seconds (HTTP's) must never make it too short: no
+            // state gets worse while nothing is admitted. Past the last reading there is nothing
+            // to probe.
+            let then = secs
+                .checked_mul(1_000_000_000)
+                .and_then(|whole| t.checked_add(whole))
+                .filter(|&then| then <= Nanos::MAX.as_nanos());
+            if then.is_some_and(|then| reached(then) != (true, true)) {
+                return Err(format!("{name}_secs {secs} s is too short"));
+            }
+            Ok(())
+        }
+        Err(last) if reached(last) != (false, false) => {
+            Err(format!("{name} {wait} ns is too long: {goal} {last} ns"))
+        }
+        Err(_) => Ok(()),
     }
 }
 
