@@ -192,7 +192,8 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
                 )
             };
             let secs = decision.retry_after_secs();
-            if let Err(what) = check_wait("retry_after", "admitted at", t, retry, secs, admitted) {
+            let says = ["denies", "admits"];
+            if let Err(what) = check_wait("retry_after", says, t, retry, secs, admitted) {
                 return fail(&what);
             }
         }
@@ -206,7 +207,8 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
         };
         let reset = decision.reset_after().as_nanos() as u64;
         let secs = decision.reset_after_secs();
-        if let Err(what) = check_wait("reset_after", "full by", t, reset, secs, full) {
+        let says = ["is not full", "is full"];
+        if let Err(what) = check_wait("reset_after", says, t, reset, secs, full) {
             return fail(&what);
         }
         self.state = next;
@@ -220,22 +222,32 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
 /// whether the model and the algorithm have reached it there. Both must have reached it where the
 /// wait ends and where its whole seconds end, and neither a nanosecond before the end; where the
 /// end cannot be probed ([`end_of_wait`]), neither at the last reading before it. The error names
-/// the wait (`name`) and, past the last reading, what was reached there (`goal`).
+/// the wait (`name`), the reading that shows it wrong, and what the model and the algorithm each
+/// say there (`says`: not reached, reached), so that it tells which of them disagrees.
 fn check_wait(
     name: &str,
-    goal: &str,
+    says: [&str; 2],
     t: u64,
     wait: u64,
     secs: u64,
     reached: impl Fn(u64) -> (bool, bool),
 ) -> Result<(), String> {
+    // Whether at the reading `then` both have reached the goal (`both`) or neither has; if not,
+    // what each says there.
+    let expect = |then: u64, both: bool| match reached(then) {
+        (model, algorithm) if model == both && algorithm == both => Ok(()),
+        (model, algorithm) => Err(format!(
+            "at {then} ns the model {}, the algorithm {}",
+            says[usize::from(model)],
+            says[usize::from(algorithm)]
+        )),
+    };
     match end_of_wait(t, wait) {
         Ok(end) => {
-            if reached(end) != (true, true) {
-                return Err(format!("{name} {wait} ns is too short"));
-            }
-            if wait > 0 && reached(end - 1) != (false, false) {
-                return Err(format!("{name} {wait} ns is too long"));
+            expect(end, true).map_err(|why| format!("{name} {wait} ns is too short: {why}"))?;
+            if wait > 0 {
+                expect(end - 1, false)
+                    .map_err(|why| format!("{name} {wait} ns is too long: {why}"))?;
             }
             // Rounding a wait up to whole seconds (HTTP's) must never make it too short: no
             // state gets worse while nothing is admitted. Past the last reading there is nothing
@@ -244,15 +256,15 @@ fn check_wait(
                 .checked_mul(1_000_000_000)
                 .and_then(|whole| t.checked_add(whole))
                 .filter(|&then| then <= Nanos::MAX.as_nanos());
-            if then.is_some_and(|then| reached(then) != (true, true)) {
-                return Err(format!("{name}_secs {secs} s is too short"));
+            match then {
+                Some(then) => expect(then, true)
+                    .map_err(|why| format!("{name}_secs {secs} s is too short: {why}")),
+                None => Ok(()),
             }
-            Ok(())
         }
-        Err(last) if reached(last) != (false, false) => {
-            Err(format!("{name} {wait} ns is too long: {goal} {last} ns"))
+        Err(last) => {
+            expect(last, false).map_err(|why| format!("{name} {wait} ns is too long: {why}"))
         }
-        Err(_) => Ok(()),
     }
 }
 
@@ -455,53 +467,79 @@ mod tests {
                 1,
                 "a denial with a zero retry_after",
             ),
-            (Flaw::RetryShort, 1, "retry_after 99999999 ns is too short"),
+            (
+                Flaw::RetryShort,
+                1,
+                "retry_after 99999999 ns is too short: at 99999999 ns the model denies, the \
+                 algorithm denies",
+            ),
             (
                 Flaw::StillDeniedAtRetry,
                 1,
-                "retry_after 100000000 ns is too short",
+                "retry_after 100000000 ns is too short: at 100000000 ns the model admits, the \
+                 algorithm denies",
             ),
-            (Flaw::RetryLong, 1, "retry_after 100000001 ns is too long"),
+            (
+                Flaw::RetryLong,
+                1,
+                "retry_after 100000001 ns is too long: at 100000000 ns the model admits, the \
+                 algorithm admits",
+            ),
             (
                 Flaw::AdmitsJustBeforeRetry,
                 1,
-                "retry_after 100000000 ns is too long",
+                "retry_after 100000000 ns is too long: at 99999999 ns the model denies, the \
+                 algorithm admits",
             ),
             (
                 Flaw::RetryNever,
                 1,
-                "retry_after 9223372036854775807 ns is too long: admitted at \
-                 9223372036854775806 ns",
+                "retry_after 9223372036854775807 ns is too long: at 9223372036854775806 ns the \
+                 model admits, the algorithm admits",
             ),
             (
                 Flaw::DeniedAtWholeSecond,
                 1,
-                "retry_after_secs 1 s is too short",
+                "retry_after_secs 1 s is too short: at 1000000000 ns the model admits, the \
+                 algorithm denies",
             ),
             (
                 Flaw::NotFullAtWholeSecond,
                 0,
-                "reset_after_secs 1 s is too short",
+                "reset_after_secs 1 s is too short: at 1000000000 ns the model is full, the \
+                 algorithm is not full",
             ),
-            (Flaw::ResetShort, 0, "reset_after 299999999 ns is too short"),
+            (
+                Flaw::ResetShort,
+                0,
+                "reset_after 299999999 ns is too short: at 299999999 ns the model is not full, \
+                 the algorithm is not full",
+            ),
             (
                 Flaw::NotFullAtReset,
                 0,
-                "reset_after 300000000 ns is too short",
+                "reset_after 300000000 ns is too short: at 300000000 ns the model is full, the \
+                 algorithm is not full",
             ),
-            (Flaw::ResetLong, 0, "reset_after 300000001 ns is too long"),
+            (
+                Flaw::ResetLong,
+                0,
+                "reset_after 300000001 ns is too long: at 300000000 ns the model is full, the \
+                 algorithm is full",
+            ),
             (
                 Flaw::FullJustBeforeReset,
                 0,
-                "reset_after 300000000 ns is too long",
+                "reset_after 300000000 ns is too long: at 299999999 ns the model is not full, \
+                 the algorithm is full",
             ),
             (
                 Flaw::ResetNever,
                 0,
                 // Nanos::MAX, 2^63 - 1: from 0, the capacity back at Nanos::MAX exactly, so
                 // neither may have it back a nanosecond earlier.
-                "reset_after 9223372036854775807 ns is too long: full by \
-                 9223372036854775806 ns",
+                "reset_after 9223372036854775807 ns is too long: at 9223372036854775806 ns the \
+                 model is full, the algorithm is full",
             ),
         ];
         for (flaw, step, what) in cases {
@@ -549,8 +587,8 @@ mod tests {
         let mismatch = diff.step(Nanos::from_nanos(5), 3).unwrap_err().to_string();
         assert!(
             mismatch.starts_with(
-                "step 0: reset_after 9223372036854775807 ns is too long: full by \
-                 9223372036854775807 ns (now 5 ns"
+                "step 0: reset_after 9223372036854775807 ns is too long: at \
+                 9223372036854775807 ns the model is full, the algorithm is full (now 5 ns"
             ),
             "{mismatch}"
         );
@@ -578,12 +616,14 @@ mod tests {
             (
                 Flaw::FullAtTheLastReading,
                 0,
-                "reset_after 300000000 ns is too long: full by 9223372036854775807 ns",
+                "reset_after 300000000 ns is too long: at 9223372036854775807 ns the model is \
+                 not full, the algorithm is full",
             ),
             (
                 Flaw::AdmitsAtTheLastReading,
                 1,
-                "retry_after 100000000 ns is too long: admitted at 9223372036854775807 ns",
+                "retry_after 100000000 ns is too long: at 9223372036854775807 ns the model \
+                 denies, the algorithm admits",
             ),
         ];
         for (flaw, step, what) in cases {
