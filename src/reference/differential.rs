@@ -603,10 +603,11 @@ mod tests {
     fn the_checks_past_the_last_reading_catch_their_flaws() {
         let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
         let t = Nanos::MAX.as_nanos() - 50_000_000;
+        let costs = [3, 1];
         let run = |flaw| -> Result<Vec<bool>, Mismatch> {
             let gcra = Gcra::from(quota);
             let mut diff = Differential::new(Flawed { gcra, flaw }, VirtualScheduling::new(&quota));
-            [3, 1]
+            costs
                 .iter()
                 .map(|&cost| Ok(diff.step(Nanos::from_nanos(t), cost)?.is_allowed()))
                 .collect()
@@ -629,7 +630,7 @@ mod tests {
         for (flaw, step, what) in cases {
             let expected = format!(
                 "step {step}: {what} (now {t} ns, cost {}, word ",
-                [3, 1][step]
+                costs[step]
             );
             let mismatch = run(flaw).expect_err(&expected).to_string();
             assert!(mismatch.starts_with(&expected), "{flaw:?}: {mismatch}");
