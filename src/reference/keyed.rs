@@ -478,6 +478,7 @@ impl<K: fmt::Debug, A: fmt::Debug, C, S> fmt::Debug for KeyedDifferential<K, A, 
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+    use crate::keyed::DefaultKeyHasher;
     use crate::quota::Quota;
     use core::hash::{BuildHasherDefault, Hasher};
 
@@ -560,6 +561,175 @@ mod tests {
         assert_eq!(
             format!("{diff:?}"),
             "KeyedDifferential { held: 1, steps: 2, .. }"
+        );
+    }
+
+    type Table<'c> = KeyedRateLimiter<u32, Gcra, &'c ManualClock, DefaultKeyHasher>;
+
+    /// The mismatch that a flawed table's step of `key` (cost 1) gets: `flaw` makes the request
+    /// on the table, as a correct table would not. Before it, a table of 5 per second under
+    /// `policy`, of one group of 8 slots, admitted `setup`'s requests (key, cost) at 0 ns, the
+    /// time of every step; so each key's state is live for 200 ms per request. The same step on
+    /// a correct table (built and set up alike) passes.
+    fn flawed(
+        policy: Overflow,
+        setup: &[(u32, u64)],
+        key: u32,
+        flaw: impl FnOnce(&Table<'_>) -> Result<Decision, InsufficientCapacity>,
+    ) -> String {
+        let clock = ManualClock::new();
+        let gcra = Gcra::from(Quota::per_second(5).unwrap());
+        let set_up = || {
+            let table = KeyedRateLimiter::<u32>::builder(gcra)
+                .capacity(4)
+                .overflow(policy)
+                .clock(&clock)
+                .build()
+                .unwrap();
+            assert_eq!(table.stats().slots, 8);
+            let mut diff = KeyedDifferential::new(table);
+            for &(setup_key, cost) in setup {
+                assert!(diff.step(&setup_key, cost).unwrap().unwrap().is_allowed());
+            }
+            diff
+        };
+        // The same step on a correct table passes.
+        assert!(set_up().step(&key, 1).is_ok());
+        set_up()
+            .step_as(&key, gcra, 1, flaw)
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// Requests of `cost` for keys 0 to 7, one each: they take the table's 8 slots.
+    fn fill(cost: u64) -> Vec<(u32, u64)> {
+        (0..8).map(|key| (key, cost)).collect()
+    }
+
+    /// A decision with the fields of `Debug`'s order, its times in milliseconds, of a limit of 5.
+    fn decision_of(allowed: bool, remaining: u64, retry_ms: u64, reset_ms: u64) -> Decision {
+        let ms = |ms: u64| Nanos::from_nanos(ms * 1_000_000);
+        Decision::new(allowed, remaining, ms(retry_ms), ms(reset_ms), 5)
+    }
+
+    /// Each check of an overflow fails a table that overflows where it may not, or decides an
+    /// overflow otherwise than its policy says, with its own message.
+    #[test]
+    fn every_overflow_check_catches_its_flaw() {
+        // A key the table holds overflows: key 0's step makes a new key overflow instead.
+        let mismatch = flawed(Overflow::Deny, &fill(1), 0, |table| {
+            table.decide_key(&100, 1)
+        });
+        assert_eq!(
+            mismatch,
+            "step 8: a key the table holds (its state not back to fresh) overflowed \
+             (key 0, cost 1, now 0 ns)"
+        );
+
+        // A new key's request is recorded, and yet counted as an overflow: another's overflow.
+        let mismatch = flawed(Overflow::Deny, &fill(1)[..7], 7, |table| {
+            let decision = table.decide_key(&7, 1);
+            assert_eq!(
+                table.decide_key(&100, 1),
+                Ok(decision_of(false, 0, 200, 200))
+            );
+            decision
+        });
+        assert_eq!(
+            mismatch,
+            "step 7: an overflow was recorded (key 7, cost 1, now 0 ns)"
+        );
+
+        // Under `Deny`, an overflow is a denial with nothing remaining until a slot frees up
+        // (200 ms), when all of it does. Each flawed decision breaks one of those three.
+        let slot_free = decision_of(false, 0, 200, 200);
+        let flaws = [
+            decision_of(true, 0, 200, 200),  // admitted
+            decision_of(false, 1, 200, 200), // with one request remaining
+            decision_of(false, 0, 200, 400), // full later than a slot frees up
+        ];
+        for flaw in flaws {
+            let mismatch = flawed(Overflow::Deny, &fill(1), 8, |table| {
+                assert_eq!(table.decide_key(&8, 1), Ok(slot_free));
+                Ok(flaw)
+            });
+            assert_eq!(
+                mismatch,
+                format!("step 8: Deny overflowed with Ok({flaw:?}) (key 8, cost 1, now 0 ns)")
+            );
+        }
+        // So is it under `EvictLeastConstrained` when every entry is limited: here, an error.
+        let mismatch = flawed(Overflow::EvictLeastConstrained, &fill(5), 8, |table| {
+            assert_eq!(
+                table.decide_key(&8, 1),
+                Ok(decision_of(false, 0, 1_000, 1_000))
+            );
+            Err(InsufficientCapacity::new(1, 5))
+        });
+        assert_eq!(
+            mismatch,
+            "step 8: EvictLeastConstrained overflowed with Err(InsufficientCapacity { cost: 1, \
+             capacity: 5 }) (key 8, cost 1, now 0 ns)"
+        );
+
+        // Under `Allow`, as for a fresh key: not the denial of `Deny`.
+        let mismatch = flawed(Overflow::Allow, &fill(1), 8, |table| {
+            assert_eq!(table.decide_key(&8, 1), Ok(decision_of(true, 4, 0, 200)));
+            Ok(slot_free)
+        });
+        assert_eq!(
+            mismatch,
+            "step 8: Allow overflowed with Ok(Decision { allowed: false, remaining: 0, \
+             retry_after: Nanos(200000000), reset_after: Nanos(200000000), limit: 5 }) \
+             (key 8, cost 1, now 0 ns)"
+        );
+    }
+
+    /// Each check of the other keys fails a table that changes one where it may not, with its
+    /// own message. Key 0 is limited (its burst spent), keys 1 to 6 have 2 requests left for
+    /// 600 ms; the step is key 7's, new, for the table's last free slot, unless the flaw takes it
+    /// first.
+    #[test]
+    fn every_eviction_check_catches_its_flaw() {
+        let setup = [(0, 5), (1, 3), (2, 3), (3, 3), (4, 3), (5, 3), (6, 3)];
+        // Key 1 loses its state with no eviction counted: the flaw resets it.
+        let mismatch = flawed(Overflow::EvictLeastConstrained, &setup, 7, |table| {
+            table.reset_key(&1);
+            table.decide_key(&7, 1)
+        });
+        assert_eq!(
+            mismatch,
+            "step 7: keys [1] changed, with 0 evictions (key 7, cost 1, now 0 ns)"
+        );
+
+        // One eviction is counted, of a key not held: new key 100 takes the last slot and is
+        // evicted, as the least constrained entry, by new key 101. So each flaw below that
+        // changes one held key is taken for that eviction, and judged as one.
+        let evict_a_stranger = |table: &Table<'_>| {
+            let fresh_key = Ok(decision_of(true, 4, 0, 200));
+            assert_eq!(table.decide_key(&100, 1), fresh_key);
+            assert_eq!(table.decide_key(&101, 1), fresh_key);
+            assert_eq!(table.stats().evictions, 1);
+        };
+        // The limited key 0 is reset, and key 7 takes its slot.
+        let mismatch = flawed(Overflow::EvictLeastConstrained, &setup, 7, |table| {
+            evict_a_stranger(table);
+            table.reset_key(&0);
+            table.decide_key(&7, 1)
+        });
+        assert_eq!(
+            mismatch,
+            "step 7: key 0 was evicted while limited (key 7, cost 1, now 0 ns)"
+        );
+        // Beside key 2's step, key 1 is decided on again: changed, but not back to fresh.
+        let mismatch = flawed(Overflow::EvictLeastConstrained, &setup, 2, |table| {
+            evict_a_stranger(table);
+            assert_eq!(table.decide_key(&1, 1), Ok(decision_of(true, 1, 0, 800)));
+            table.decide_key(&2, 1)
+        });
+        assert_eq!(
+            mismatch,
+            "step 7: evicted key 1 is not fresh (key 2, cost 1, now 0 ns)"
         );
     }
 }
