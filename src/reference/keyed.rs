@@ -253,9 +253,18 @@ where
     /// assert_eq!(diff.limiter().peek_key(&2).remaining(), 2);
     /// ```
     pub fn reset(&mut self, key: &K) -> Result<(), Mismatch> {
+        self.reset_as(key, |keyed| keyed.reset_key(key))
+    }
+
+    /// [`reset`](KeyedDifferential::reset) of `key`, which `reset` makes on the table.
+    fn reset_as(
+        &mut self,
+        key: &K,
+        reset: impl FnOnce(&KeyedRateLimiter<K, A, C, S>),
+    ) -> Result<(), Mismatch> {
         let at = self.begin(format!("reset of key {key:?}"))?;
         let before = self.keyed.stats();
-        self.keyed.reset_key(key);
+        reset(&self.keyed);
         let after = self.keyed.stats();
         let algorithm = match self.held.remove(key) {
             Some(limiter) => limiter.algorithm().clone(),
@@ -305,9 +314,17 @@ where
     /// assert_eq!(diff.limiter().peek_key(&2).remaining(), 5);
     /// ```
     pub fn reset_all(&mut self) -> Result<(), Mismatch> {
+        self.reset_all_as(KeyedRateLimiter::reset)
+    }
+
+    /// [`reset_all`](KeyedDifferential::reset_all), which `reset` makes on the table.
+    fn reset_all_as(
+        &mut self,
+        reset: impl FnOnce(&KeyedRateLimiter<K, A, C, S>),
+    ) -> Result<(), Mismatch> {
         let at = self.begin("reset of every key".into())?;
         let before = self.keyed.stats();
-        self.keyed.reset();
+        reset(&self.keyed);
         let after = self.keyed.stats();
         if after != before {
             return at.fail(format!("the counters moved from {before:?} to {after:?}"));
@@ -565,12 +582,33 @@ mod tests {
     }
 
     type Table<'c> = KeyedRateLimiter<u32, Gcra, &'c ManualClock, DefaultKeyHasher>;
+    type Diff<'c> = KeyedDifferential<u32, Gcra, &'c ManualClock, DefaultKeyHasher>;
+
+    /// A table of 5 per second under `policy`, of one group of 8 slots, beside its reference,
+    /// once it has admitted `setup`'s requests (key, cost) at the clock's time.
+    fn set_up<'c>(clock: &'c ManualClock, policy: Overflow, setup: &[(u32, u64)]) -> Diff<'c> {
+        let table = KeyedRateLimiter::<u32>::builder(five_per_second())
+            .capacity(4)
+            .overflow(policy)
+            .clock(clock)
+            .build()
+            .unwrap();
+        assert_eq!(table.stats().slots, 8);
+        let mut diff = KeyedDifferential::new(table);
+        for &(key, cost) in setup {
+            assert!(diff.step(&key, cost).unwrap().unwrap().is_allowed());
+        }
+        diff
+    }
+
+    fn five_per_second() -> Gcra {
+        Gcra::from(Quota::per_second(5).unwrap())
+    }
 
     /// The mismatch that a flawed table's step of `key` (cost 1) gets: `flaw` makes the request
-    /// on the table, as a correct table would not. Before it, a table of 5 per second under
-    /// `policy`, of one group of 8 slots, admitted `setup`'s requests (key, cost) at 0 ns, the
-    /// time of every step; so each key's state is live for 200 ms per request. The same step on
-    /// a correct table (built and set up alike) passes.
+    /// on the table, as a correct table would not, after [`set_up`] at 0 ns, the time of every
+    /// step; so each key's state is live for 200 ms per request. The same step on a correct
+    /// table, set up alike, passes.
     fn flawed(
         policy: Overflow,
         setup: &[(u32, u64)],
@@ -578,25 +616,9 @@ mod tests {
         flaw: impl FnOnce(&Table<'_>) -> Result<Decision, InsufficientCapacity>,
     ) -> String {
         let clock = ManualClock::new();
-        let gcra = Gcra::from(Quota::per_second(5).unwrap());
-        let set_up = || {
-            let table = KeyedRateLimiter::<u32>::builder(gcra)
-                .capacity(4)
-                .overflow(policy)
-                .clock(&clock)
-                .build()
-                .unwrap();
-            assert_eq!(table.stats().slots, 8);
-            let mut diff = KeyedDifferential::new(table);
-            for &(setup_key, cost) in setup {
-                assert!(diff.step(&setup_key, cost).unwrap().unwrap().is_allowed());
-            }
-            diff
-        };
-        // The same step on a correct table passes.
-        assert!(set_up().step(&key, 1).is_ok());
-        set_up()
-            .step_as(&key, gcra, 1, flaw)
+        assert!(set_up(&clock, policy, setup).step(&key, 1).is_ok());
+        set_up(&clock, policy, setup)
+            .step_as(&key, five_per_second(), 1, flaw)
             .unwrap_err()
             .to_string()
     }
@@ -730,6 +752,83 @@ mod tests {
         assert_eq!(
             mismatch,
             "step 7: evicted key 1 is not fresh (key 2, cost 1, now 0 ns)"
+        );
+    }
+
+    /// Each check of a reset, of one key or of every key, fails a table that resets otherwise,
+    /// with its own message (the third, another key changed by a reset of one, is
+    /// `a_table_that_mixes_keys_up_is_caught`'s). Key 1 is limited (its burst spent, full again
+    /// at 1 s), key 2 has 2 requests left (full again at 600 ms).
+    #[test]
+    fn every_reset_check_catches_its_flaw() {
+        let clock = ManualClock::new();
+        let setup = [(1, 5), (2, 3)];
+        let diff = || set_up(&clock, Overflow::Deny, &setup);
+        // Correct resets pass, and reset the table.
+        let mut reset = diff();
+        assert_eq!(reset.reset(&1), Ok(()));
+        let remaining = |diff: &Diff<'_>, key| diff.limiter().peek_key(&key).remaining();
+        assert_eq!((remaining(&reset, 1), remaining(&reset, 2)), (5, 2));
+        assert_eq!(reset.reset_all(), Ok(()));
+        assert_eq!((remaining(&reset, 1), remaining(&reset, 2)), (5, 5));
+
+        // A reset of key 1 that leaves it as it was.
+        let mismatch = diff().reset_as(&1, |_| {}).unwrap_err().to_string();
+        assert_eq!(
+            mismatch,
+            "step 2: the key peeks as Decision { allowed: true, remaining: 0, retry_after: \
+             Nanos(0), reset_after: Nanos(1000000000), limit: 5 } after its reset, not fresh \
+             (reset of key 1, now 0 ns)"
+        );
+        // One that records a request of a new key too.
+        let mismatch = diff()
+            .reset_as(&1, |table| {
+                table.reset_key(&1);
+                assert!(table.check_key(&3).is_ok());
+            })
+            .unwrap_err()
+            .to_string();
+        let stats = |occupied| {
+            format!(
+                "KeyedStats {{ capacity: 4, slots: 8, occupied: {occupied}, reuses: 0, \
+                 evictions: 0, overflows: 0 }}"
+            )
+        };
+        assert_eq!(
+            mismatch,
+            format!(
+                "step 2: the counters moved from {} to {} (reset of key 1, now 0 ns)",
+                stats(2),
+                stats(3)
+            )
+        );
+
+        // A reset of every key that resets key 1 only.
+        let mismatch = diff()
+            .reset_all_as(|table| table.reset_key(&1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            mismatch,
+            "step 2: key 2 peeks as Decision { allowed: true, remaining: 2, retry_after: \
+             Nanos(0), reset_after: Nanos(600000000), limit: 5 } after the reset of every key, \
+             not fresh (reset of every key, now 0 ns)"
+        );
+        // One that records a request of a new key too.
+        let mismatch = diff()
+            .reset_all_as(|table| {
+                table.reset();
+                assert!(table.check_key(&3).is_ok());
+            })
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            mismatch,
+            format!(
+                "step 2: the counters moved from {} to {} (reset of every key, now 0 ns)",
+                stats(2),
+                stats(3)
+            )
         );
     }
 }
