@@ -362,7 +362,8 @@ pub enum QuotaError {
         limit: u64,
         /// The window (the quota's period).
         period: Duration,
-        /// The largest limit that fits with this period.
+        /// The largest limit that fits with this period: 0 when none does (the sliding window's
+        /// windows of 1 or 2 ns, the fixed window's of 1 ns).
         max_limit: u64,
     },
 }
@@ -395,6 +396,16 @@ impl fmt::Display for QuotaError {
                 algorithm,
                 limit,
                 period,
+                max_limit: 0,
+            } => write!(
+                f,
+                "the {algorithm} cannot pack a limit of {limit} per {period:?} window; \
+                 no limit fits with a window this short (use GCRA, or a longer window)"
+            ),
+            QuotaError::WindowLimitTooLarge {
+                algorithm,
+                limit,
+                period,
                 max_limit,
             } => write!(
                 f,
@@ -410,6 +421,7 @@ impl std::error::Error for QuotaError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{FixedWindow, SlidingWindow};
 
     #[test]
     fn constructors_agree() {
@@ -517,6 +529,18 @@ mod tests {
             (
                 Quota::new(1, Duration::from_secs(1 << 40)).unwrap_err(),
                 "the period of 1099511627776s",
+            ),
+            (
+                SlidingWindow::new(&Quota::per_second(32_768).unwrap()).unwrap_err(),
+                "a limit of 32768 per 1s window; at most 32767 fits with this window",
+            ),
+            (
+                SlidingWindow::new(&Quota::new(1, Duration::from_nanos(2)).unwrap()).unwrap_err(),
+                "a limit of 1 per 2ns window; no limit fits with a window this short",
+            ),
+            (
+                FixedWindow::new(&Quota::new(1, Duration::from_nanos(1)).unwrap()).unwrap_err(),
+                "a limit of 1 per 1ns window; no limit fits with a window this short",
             ),
         ];
         for (err, needle) in cases {
