@@ -144,12 +144,24 @@ mod tests {
             Layout::new("t", &Quota::new(1 << 40, period).unwrap(), 1),
             Err(QuotaError::WindowLimitTooLarge { max_limit, .. }) if max_limit == (1 << 40) - 1
         ));
-        // 1 ns windows: the index alone needs every bit; nothing fits.
-        let q = Quota::new(1, Duration::from_nanos(1)).unwrap();
-        assert!(matches!(
-            Layout::new("t", &q, 1),
-            Err(QuotaError::WindowLimitTooLarge { max_limit: 0, .. })
-        ));
+        // The shortest windows, where no limit fits (`QuotaError::WindowLimitTooLarge` says so).
+        // The index of the last time, 2^63 − 1 ns, must lie below the all-ones pattern of the bits
+        // the counts leave: in 1 ns windows it is 2^63 − 1 (so it needs 64 bits), in 2 ns windows
+        // 2^62 − 1 (63 bits), in 3 ns windows 3.07 × 10^18 (62 bits). A limit of 1 takes one bit
+        // a count: the fixed window's one count leaves 63 bits, the sliding window's two leave 62.
+        let limit_of_1 = |nanos| Quota::new(1, Duration::from_nanos(nanos)).unwrap();
+        for (counters, shortest) in [(1, 2), (2, 3)] {
+            for nanos in 1..shortest {
+                assert!(
+                    matches!(
+                        Layout::new("t", &limit_of_1(nanos), counters),
+                        Err(QuotaError::WindowLimitTooLarge { max_limit: 0, .. })
+                    ),
+                    "{counters} counts, {nanos} ns"
+                );
+            }
+            assert!(Layout::new("t", &limit_of_1(shortest), counters).is_ok());
+        }
     }
 
     #[test]
