@@ -396,22 +396,18 @@ impl fmt::Display for QuotaError {
                 algorithm,
                 limit,
                 period,
-                max_limit: 0,
-            } => write!(
-                f,
-                "the {algorithm} cannot pack a limit of {limit} per {period:?} window; \
-                 no limit fits with a window this short (use GCRA, or a longer window)"
-            ),
-            QuotaError::WindowLimitTooLarge {
-                algorithm,
-                limit,
-                period,
                 max_limit,
-            } => write!(
-                f,
-                "the {algorithm} cannot pack a limit of {limit} per {period:?} window; \
-                 at most {max_limit} fits with this window (use GCRA, or a longer window)"
-            ),
+            } => {
+                write!(
+                    f,
+                    "the {algorithm} cannot pack a limit of {limit} per {period:?} window; "
+                )?;
+                match max_limit {
+                    0 => f.write_str("no limit fits with a window this short")?,
+                    max => write!(f, "at most {max} fits with this window")?,
+                }
+                f.write_str(" (use GCRA, or a longer window)")
+            }
         }
     }
 }
@@ -547,6 +543,14 @@ mod tests {
             let msg = err.to_string();
             assert!(msg.contains(needle), "{msg:?} should contain {needle:?}");
         }
+        // One message whole, for how its parts are put together.
+        assert_eq!(
+            FixedWindow::new(&Quota::new(1, Duration::from_nanos(1)).unwrap())
+                .unwrap_err()
+                .to_string(),
+            "invalid quota: the fixed-window counter cannot pack a limit of 1 per 1ns window; \
+             no limit fits with a window this short (use GCRA, or a longer window)"
+        );
     }
 
     #[test]
