@@ -168,7 +168,7 @@ impl Floor {
     /// too: as many lines as a check of tollgate's fetches, which prefetches both lines of both
     /// of its key's 8-slot groups though its first step most often reads one line of each. On
     /// one thread the extra fetches overlap and cost nothing; from many threads they do
-    /// (benches/README.md, "A lent 16-core Emerald Rapids machine").
+    /// (benches/RUNS.md, "A lent 16-core Emerald Rapids machine").
     fn touch_four(&self, key: u64) -> bool {
         self.check(key, true, true)
     }
@@ -567,7 +567,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         // (`other_work`). What a check adds to a request's time is then, in units of the work's
         // time, (limiter + work) / work - 1: each row, with its times in the record. (The two
         // limiters side by side, each with the work, would give a ratio diluted by the work's
-        // own time: not what a check costs. benches/README.md, "Checks between other work".)
+        // own time: not what a check costs. benches/RUNS.md, "Checks between other work".)
         let multiplier = black_box(support::MIX_MULTIPLIER);
         let work = |k: u64| black_box(other_work(k, multiplier)) != 0;
         paired(
@@ -616,7 +616,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     // keys (against one dependent memory read in `main`) the four-line floor and the replica
     // alone, which show whether back-to-back checks overlap one key's miss with the next key's
     // hashing and prefetch, as they do only where the core's out-of-order window holds both
-    // (benches/README.md, "A Cascade Lake guest", where neither tollgate's check nor the
+    // (benches/RUNS.md, "A Cascade Lake guest", where neither tollgate's check nor the
     // replica's did).
     let all_floors = label == "1k uniform" || label == "100k uniform";
     if all_floors || label == "1M uniform" {
@@ -783,7 +783,7 @@ fn run_header(unix_time: u64) -> Vec<String> {
 /// check's compare-and-swap loop was at the mercy of the inliner's view of the whole bench: in
 /// one build governor's `measure_and_replace` was called out of line from the loop, in the next
 /// (after a change to tollgate's clock constructor, which neither check calls) it was inlined,
-/// and governor's check took 2 ns less, moving the ratio 7% (`benches/README.md`, "The current
+/// and governor's check took 2 ns less, moving the ratio 7% (`benches/RUNS.md`, "The current
 /// code on an Emerald Rapids guest"). Behind a call of its own, each check is compiled from its
 /// own code alone, as a server's call of a limiter in another module would be.
 #[inline(never)]

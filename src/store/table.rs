@@ -95,7 +95,7 @@
 //!
 //! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
 //! with it (a cheaper instruction, but not by much: in a scratch copy of the crate, not kept,
-//! `check_key` took 0.94-0.97 of the time with it; `benches/README.md`, "Where a check's time
+//! `check_key` took 0.94-0.97 of the time with it; `benches/RUNS.md`, "Where a check's time
 //! goes"). A state-only swap from `old` lands on whatever key holds the slot if its state happens
 //! to equal `old`, so it would be safe only if a slot's state never came back to an earlier value
 //! across owners. Two things break that. An eviction hands a live slot, whose state can be ahead

@@ -6,7 +6,7 @@
 //! compare-and-swap), each an opaque call that the compiler cannot schedule around. Here the table
 //! checks the CPU once, when it is built, and keeps a [`Native`] token; a check then runs the
 //! instructions in line. Timed against the build before it in one process (`benches/ab.sh`, two
-//! runs on the 2-core AMD VM; `benches/README.md`, "Native slot operations"), that cut the time of
+//! runs on the 2-core AMD VM; `benches/RUNS.md`, "Native slot operations"), that cut the time of
 //! `check_key` by 15-18% over 1k and 100k keys and by 27-29% over a million.
 //!
 //! A table uses one implementation for its whole life, so its slots are never touched by both
