@@ -9,10 +9,11 @@
 //! | [`CoarseClock`] | one relaxed load of a shared word | the upkeep interval (1 ms by default) | limits of seconds and more, at the highest rates |
 //! | [`ManualClock`] | one relaxed load | exact: time moves only when told | tests, simulations, loom models |
 //!
-//! What `rdtsc` costs depends on the CPU, and with it what [`CoarseClock`] saves. On the AMD
-//! (Zen 3) guests of the crate's benchmarks a coarse clock took 1 to 2.5 ns off a keyed check of
-//! about 22 ns; on an Intel (Emerald Rapids) guest, a keyed check over 100k keys took 0.63 of its
-//! `TscClock` time with a coarse clock (32 ns against 51). Measure it on your own hardware with
+//! What `rdtsc` costs depends on the CPU, and with it what [`CoarseClock`] saves. On the 2-vCPU
+//! guests of the crate's benchmarks, a keyed check over 100k keys took 0.86-0.92 of its
+//! `TscClock` time with a coarse clock on AMD Zen 3 (five runs; 47-57 ns a check on the TSC),
+//! 0.92 on Intel Cascade Lake (one run) and 0.63 on Intel Emerald Rapids (three runs; 31-32 ns
+//! against 49-50). Measure it on your own hardware with
 //! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"` in the repository.
 //!
 //! # Time that goes backwards
