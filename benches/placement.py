@@ -17,7 +17,9 @@ the table filled and once it was full (the crate promises under 0.1%, and the fl
 measures 0.063% with the real table), and the share of keys that sit in their first group once
 full (a lookup that finds the key there need not wait for a second group's lines).
 
-- two random groups, the less loaded (the table's design; ties go to the first group);
+- two random groups, the less loaded (the table's design; ties go to the first group, where the
+  table gives them to the group with fewer slots taken: the model keeps only the live keys, an
+  idle key's slot is free in it, so it cannot tell an empty slot from an idle one);
 - the group and its neighbour, the less loaded ("spilling to a neighbour group": both groups are
   one 256-byte span of memory, so a lookup would wait for one fetch instead of two);
 - two groups of one 4 KiB page, the less loaded (the second group random among the 32 groups of
