@@ -603,7 +603,7 @@ impl Table {
     /// usual case (a key is live for one emission interval after a request). With ties given
     /// to the first group whatever it held, a table at capacity with 1% of its keys live forgot
     /// 3-4% of them a round (`capacity_holds_its_keys_as_they_go_idle` in `tests/keyed.rs`),
-    /// and one check in 30 of the benches' tables, whose keys are all idle by their next
+    /// and one check in 30 to 60 of the benches' tables, whose keys are all idle by their next
     /// check, was such an insert (`benches/RUNS.md`, "Ties between groups").
     fn choose<A: Algorithm>(
         &self,
