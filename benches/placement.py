@@ -14,7 +14,7 @@ in the groups it may use overflows and takes no slot.
 
 For each way of choosing a key's group it prints the share of insertions that overflowed while
 the table filled and once it was full (the crate promises under 0.1%, and the flood test
-measures 0.063% with the real table), and the share of keys that sit in their first group once
+measures 0.062% with the real table), and the share of keys that sit in their first group once
 full (a lookup that finds the key there need not wait for a second group's lines).
 
 - two random groups, the less loaded (the table's design; ties go to the first group, where the
@@ -34,7 +34,7 @@ not four): with the table's two random groups, 3.9% of insertions overflow once 
 
 The model is a simulation, not the table: it ignores shards, hash quality, and concurrent inserts.
 Its figure for the table's design, 0.069% once full (a million keys), is close to the flood test's
-measured 0.063%, and at a load of 0.8 (`--load 0.8`) it gives 2.4% where the flood test measured
+measured 0.062%, and at a load of 0.8 (`--load 0.8`) it gives 2.4% where the flood test measured
 2.1%.
 """
 import argparse

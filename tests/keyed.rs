@@ -385,9 +385,9 @@ fn capacity_holds_its_keys() {
 
 /// A table at capacity whose keys go idle between their requests (the usual case: a key is
 /// live for one emission interval after a request, then idle until its next) keeps its keys.
-/// A new key takes an empty slot where one of its groups has one, and forgets an idle key only
-/// when both groups are full, about as rarely as live keys overflow: here fewer than 0.1% of
-/// the checks of a round. A key forgotten comes back as a new key, a second insert; when ties
+/// A new key takes an empty slot of its less live group, or of either group when both are as
+/// live, and forgets an idle key only when that leaves it none, about as rarely as live keys
+/// overflow: here fewer than 0.1% of the checks of a round. A key forgotten comes back as a new key, a second insert; when ties
 /// between equally live groups went to the first group whatever it held, with 1% of the keys
 /// live, 2.9-3.8% of the checks of each round forgot a key (0.24% and fewer with 20% live).
 #[test]

@@ -25,7 +25,7 @@ pub(crate) const GROUP: usize = 2;
 /// table *fills*, but a table that stays full while keys come and go (`capacity` keys live at
 /// every moment, the old ones going idle as new ones arrive) balances worse. The flood test
 /// (`tests/flood.rs`: a million live keys, replaced ten times over) measured 2.1% of insertions
-/// overflowing at a load of 0.8, and 0.063% at 0.68; it asserts under 0.1%. `benches/placement.py`
+/// overflowing at a load of 0.8, and 0.062% at 0.68; it asserts under 0.1%. `benches/placement.py`
 /// simulates that steady state for this design (2.4% and 0.069%) and for the alternatives: a second
 /// group next to the first overflows 1.6% at 0.68, one in the first one's 4 KiB page 0.22%, one
 /// group per key 9.3%.
