@@ -82,6 +82,8 @@ pub type DefaultKeyHasher = ahash::RandomState;
 /// one pays a few hundred bytes of fixed cost on top of its slots.
 /// Nothing is allocated afterwards: a slot whose state is back to fresh (an *idle* key) is reused
 /// in place by the next new key that needs room, with no background thread and nothing to call.
+/// A new key takes an empty slot before an idle one where its two groups hold as many live keys,
+/// so at capacity an idle key keeps its slot, and its next request finds it, until room runs short.
 /// A table built for `capacity(n)` holds `n` simultaneously live keys with uniformly random hashes
 /// with fewer than 0.1% of insertions overflowing, also while keys keep coming and going at that
 /// level (measured: 0.06% with a million live keys replaced ten times over); when a key's two
