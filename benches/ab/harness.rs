@@ -6,8 +6,8 @@
 //! Rows, over 1k, 100k and 1M keys, each limiter holding every key: `check_key`, `check_keys`
 //! (batches of 64) and `decide_key` over uniform keys; then the batches' other shapes, for a change
 //! to the pipeline: `check_keys` in batches of 1 to 4 (its fixed cost per call), `decide_keys`
-//! (batches of 64) and `check_keys` over Zipf(1.0) keys (batches of 64, hot keys in cache). A
-//! filter argument selects rows by name, as in `paired.rs`.
+//! (batches of 64), and over Zipf(1.0) keys (hot keys in cache) `check_keys` (batches of 64) and
+//! `check_key`. A filter argument selects rows by name, as in `paired.rs`.
 
 mod support;
 
@@ -18,7 +18,7 @@ use support::rounds::{paired, rounds, selected, time_batches, time_keys, CALLS};
 use support::{uniform, zipf};
 
 /// The rows of each table size, after its label.
-const ROWS: [&str; 11] = [
+const ROWS: [&str; 12] = [
     "check_key: head / base",
     "check_keys: head / base",
     "decide_key: head / base",
@@ -30,6 +30,7 @@ const ROWS: [&str; 11] = [
     "check_keys (batches of 4): head / base",
     "decide_keys: head / base",
     "check_keys Zipf(1.0): head / base",
+    "check_key Zipf(1.0): head / base",
 ];
 
 /// Times `check_keys` of one version in batches of `batch`.
@@ -135,12 +136,20 @@ fn main() {
             || decide_batches!(head, &seq, &mut a, 64),
             || decide_batches!(base, &seq, &mut b, 64),
         );
-        if selected(&format!("{label} {}", ROWS[10])) {
+        if [10, 11]
+            .iter()
+            .any(|&row| selected(&format!("{label} {}", ROWS[row])))
+        {
             let seq = zipf(keys, 1 << 22, 7);
             paired(
                 &format!("{label} {}", ROWS[10]),
                 || batches!(head, &seq, &mut a, 64),
                 || batches!(base, &seq, &mut b, 64),
+            );
+            paired(
+                &format!("{label} {}", ROWS[11]),
+                || time_keys(&seq, &mut a, |k| head.check_key(&k).is_ok()),
+                || time_keys(&seq, &mut b, |k| base.check_key(&k).is_ok()),
             );
         }
     }
