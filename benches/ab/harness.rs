@@ -7,7 +7,9 @@
 //! (batches of 64) and `decide_key` over uniform keys; then the batches' other shapes, for a change
 //! to the pipeline: `check_keys` in batches of 1 to 4 (its fixed cost per call), `decide_keys`
 //! (batches of 64), and over Zipf(1.0) keys (hot keys in cache) `check_keys` (batches of 64) and
-//! `check_key`. A filter argument selects rows by name, as in `paired.rs`.
+//! `check_key`. After each table size's rows, it prints how many keys each version's table lacks
+//! (forgotten to make room, or overflowed). A filter argument selects rows by name, as in
+//! `paired.rs`.
 
 mod support;
 
@@ -152,5 +154,13 @@ fn main() {
                 || time_keys(&seq, &mut b, |k| base.check_key(&k).is_ok()),
             );
         }
+        // Each table was filled with every key; one may since have lost some, forgotten to make
+        // room for a key that came back (or never held them, having overflowed). A check of an
+        // absent key is an insert, so a change to where new keys go shows here first.
+        println!(
+            "({label}: keys absent after the rows: head {}, base {})",
+            keys - head.stats().occupied as u64,
+            keys - base.stats().occupied as u64
+        );
     }
 }

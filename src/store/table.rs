@@ -603,8 +603,8 @@ impl Table {
     /// usual case (a key is live for one emission interval after a request). With ties given
     /// to the first group whatever it held, a table at capacity with 1% of its keys live forgot
     /// 3-4% of them a round (`capacity_holds_its_keys_as_they_go_idle` in `tests/keyed.rs`),
-    /// and one check in 30 to 60 of the benches' tables, whose keys are all idle by their next
-    /// check, was such an insert (`benches/RUNS.md`, "Ties between groups").
+    /// and the benches' table of a million keys, few of them live at a time, lacked 1.5% or
+    /// more of its keys after its rows (`benches/ab.sh` prints how many each table lacks).
     fn choose<A: Algorithm>(
         &self,
         probe: &Probe,
