@@ -72,9 +72,13 @@ impl FixedWindow {
     /// in 64 bits together. The count field always has room for at least `period / 1 ns − 1`, so
     /// this only refuses limits of one request per nanosecond.
     ///
+    /// `FixedWindow::try_from(quota)` is the same, for code generic over `TryFrom<Quota>`.
+    ///
     /// ```
     /// use tollgate::{FixedWindow, Quota};
-    /// assert!(FixedWindow::new(&Quota::per_second(1_000_000).unwrap()).is_ok());
+    /// let quota = Quota::per_second(1_000_000).unwrap();
+    /// assert!(FixedWindow::new(&quota).is_ok());
+    /// assert_eq!(FixedWindow::try_from(quota), FixedWindow::new(&quota));
     /// ```
     pub const fn new(quota: &Quota) -> Result<FixedWindow, QuotaError> {
         match Layout::new(FixedWindow::NAME, quota, 1) {
@@ -128,6 +132,22 @@ impl FixedWindow {
     #[inline]
     fn until_next_window(&self, at: &Position) -> Nanos {
         Nanos::from_nanos(at.delay + (self.period - at.elapsed))
+    }
+}
+
+impl TryFrom<Quota> for FixedWindow {
+    type Error = QuotaError;
+
+    fn try_from(quota: Quota) -> Result<FixedWindow, QuotaError> {
+        FixedWindow::new(&quota)
+    }
+}
+
+impl TryFrom<&Quota> for FixedWindow {
+    type Error = QuotaError;
+
+    fn try_from(quota: &Quota) -> Result<FixedWindow, QuotaError> {
+        FixedWindow::new(quota)
     }
 }
 

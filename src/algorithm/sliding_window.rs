@@ -96,10 +96,14 @@ impl SlidingWindow {
     /// index do not fit in 64 bits together; the error names the largest limit that does. With
     /// one-second windows that is 32 767 per second, with one-minute windows 262 143 per minute.
     ///
+    /// `SlidingWindow::try_from(quota)` is the same, for code generic over `TryFrom<Quota>`.
+    ///
     /// ```
     /// use tollgate::{Quota, SlidingWindow};
     /// assert!(SlidingWindow::new(&Quota::per_second(32_767).unwrap()).is_ok());
-    /// assert!(SlidingWindow::new(&Quota::per_second(32_768).unwrap()).is_err());
+    /// let too_many = Quota::per_second(32_768).unwrap();
+    /// assert!(SlidingWindow::new(&too_many).is_err());
+    /// assert_eq!(SlidingWindow::try_from(too_many), SlidingWindow::new(&too_many));
     /// ```
     pub const fn new(quota: &Quota) -> Result<SlidingWindow, QuotaError> {
         match Layout::new(SlidingWindow::NAME, quota, 2) {
@@ -206,6 +210,22 @@ impl SlidingWindow {
         } else {
             0
         })
+    }
+}
+
+impl TryFrom<Quota> for SlidingWindow {
+    type Error = QuotaError;
+
+    fn try_from(quota: Quota) -> Result<SlidingWindow, QuotaError> {
+        SlidingWindow::new(&quota)
+    }
+}
+
+impl TryFrom<&Quota> for SlidingWindow {
+    type Error = QuotaError;
+
+    fn try_from(quota: &Quota) -> Result<SlidingWindow, QuotaError> {
+        SlidingWindow::new(quota)
     }
 }
 
