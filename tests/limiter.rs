@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::{
-    CheckError, Clock, CoarseClock, FixedWindow, Gcra, ManualClock, Nanos, Quota, RateLimiter,
-    SlidingWindow, TscClock,
+    Algorithm, CheckError, Clock, CoarseClock, FixedWindow, Gcra, ManualClock, Nanos, Quota,
+    QuotaError, RateLimiter, SlidingWindow, TscClock,
 };
 
 fn assert_send_sync<T: Send + Sync>() {}
@@ -16,6 +16,29 @@ fn limiters_are_send_and_sync() {
     assert_send_sync::<RateLimiter<SlidingWindow, CoarseClock>>();
     assert_send_sync::<RateLimiter<FixedWindow, Arc<ManualClock>>>();
     assert_send_sync::<RateLimiter<Gcra, &ManualClock>>();
+}
+
+/// How many of `attempts` checks at one instant an algorithm built from `quota` by `TryFrom`
+/// admits: the conversion every algorithm offers to code generic over it.
+fn admitted_at_once<A>(quota: Quota, attempts: u32) -> Result<u32, A::Error>
+where
+    A: Algorithm + TryFrom<Quota>,
+{
+    let limiter = RateLimiter::with_clock(A::try_from(quota)?, ManualClock::new());
+    Ok((0..attempts).filter(|_| limiter.check().is_ok()).count() as u32)
+}
+
+#[test]
+fn every_algorithm_converts_from_a_quota() {
+    let quota = Quota::per_second(3).unwrap();
+    assert_eq!(admitted_at_once::<Gcra>(quota, 5), Ok(3));
+    assert_eq!(admitted_at_once::<SlidingWindow>(quota, 5), Ok(3));
+    assert_eq!(admitted_at_once::<FixedWindow>(quota, 5), Ok(3));
+
+    // A limit the sliding window's word cannot hold is the error its `new` gives.
+    let too_many = Quota::per_second(32_768).unwrap();
+    let refused: Result<u32, QuotaError> = admitted_at_once::<SlidingWindow>(too_many, 1);
+    assert_eq!(refused, Err(SlidingWindow::new(&too_many).unwrap_err()));
 }
 
 #[test]
