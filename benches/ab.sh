@@ -6,9 +6,19 @@
 #   benches/ab.sh 11a8f54                    # every row: 1k, 100k and 1M keys
 #   benches/ab.sh HEAD~1 "100k check_key"    # rows whose names contain the filter
 #   AB_CHECK=1 benches/ab.sh HEAD            # only check the harness's format, build and lint it (CI)
+#   AB_ALIGN=0 benches/ab.sh HEAD            # built with default code alignment (see below)
 #
 # Both versions are built as plain library crates (tollgate_base, tollgate_head) under
-# target/ab, with the repository's Cargo.lock, in release mode with default flags.
+# target/ab, with the repository's Cargo.lock, in release mode, with every function and every
+# block that is not fallen into aligned to 64 bytes (AB_ALIGN=0: default flags).
+#
+# Why aligned: each version's check is inlined into the closures that time it, so the two
+# sides' hot loops are code of their own at different addresses, and where a loop falls against
+# the CPU's fetch and decode boundaries can move its time by several percent whatever the code. On an Emerald Rapids guest the unchanged tree timed against itself
+# with default flags gave head / base 0.86-0.93 over 100k and a million keys in five runs of
+# three builds of the harness (a fourth build: 1.00); aligned, 0.98-1.05 in three runs of two
+# builds (benches/RUNS.md, "An A/A control"). Run
+# `benches/ab.sh HEAD` on a clean tree first: what it gives is the method's error on that machine.
 set -euo pipefail
 base=${1:?usage: benches/ab.sh COMMIT [FILTER...]}
 shift
@@ -71,5 +81,8 @@ if [ "${AB_CHECK:-}" = 1 ]; then
     cargo fmt --check
     cargo clippy --release --quiet --target-dir "$work/target" -- -D warnings
     exit
+fi
+if [ "${AB_ALIGN:-1}" != 0 ]; then
+    export RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=6"
 fi
 cargo run --release --quiet --target-dir "$work/target" -- "$@"
