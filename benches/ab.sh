@@ -6,7 +6,7 @@
 #   benches/ab.sh 11a8f54                    # every row: 1k, 100k and 1M keys
 #   benches/ab.sh HEAD~1 "100k check_key"    # rows whose names contain the filter
 #   AB_CHECK=1 benches/ab.sh HEAD            # only check the harness's format, build and lint it (CI)
-#   AB_ALIGN=0 benches/ab.sh HEAD            # built with default code alignment (see below)
+#   AB_ALIGN=0 benches/ab.sh HEAD            # default code alignment (see below)
 #
 # Both versions are built as plain library crates (tollgate_base, tollgate_head) under
 # target/ab, with the repository's Cargo.lock, in release mode, with every function and every
@@ -84,6 +84,7 @@ if [ "${AB_CHECK:-}" = 1 ]; then
     exit
 fi
 if [ "${AB_ALIGN:-1}" != 0 ]; then
-    export RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=6"
+    align="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=6"
+    export RUSTFLAGS="${RUSTFLAGS:-} $align"
 fi
 cargo run --release --quiet --target-dir "$work/target" -- "$@"
