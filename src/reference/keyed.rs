@@ -755,6 +755,19 @@ mod tests {
         );
     }
 
+    /// A correct table that evicts again passes: a step counts only the evictions it made, not
+    /// the table's earlier ones. Keys 0 to 7 take the table's 8 slots with a request each; keys
+    /// 8 and 9, new, each evict one of them (all equally constrained, none limited).
+    #[test]
+    fn each_step_counts_only_its_own_evictions() {
+        let clock = ManualClock::new();
+        let mut diff = set_up(&clock, Overflow::EvictLeastConstrained, &fill(1));
+        let fresh_key = Ok(Ok(decision_of(true, 4, 0, 200)));
+        assert_eq!(diff.step(&8, 1), fresh_key);
+        assert_eq!(diff.step(&9, 1), fresh_key);
+        assert_eq!(diff.limiter().stats().evictions, 2);
+    }
+
     /// Each check of a reset, of one key or of every key, fails a table that resets otherwise,
     /// with its own message (the third, another key changed by a reset of one, is
     /// `a_table_that_mixes_keys_up_is_caught`'s). Key 1 is limited (its burst spent, full again
