@@ -634,6 +634,12 @@ mod tests {
         Decision::new(allowed, remaining, ms(retry_ms), ms(reset_ms), 5)
     }
 
+    /// The decision on a fresh key's first request of cost 1: admitted, 4 left, and full again in
+    /// the 200 ms that one request's share of 5 per second takes.
+    fn first_request() -> Decision {
+        decision_of(true, 4, 0, 200)
+    }
+
     /// Each check of an overflow fails a table that overflows where it may not, or decides an
     /// overflow otherwise than its policy says, with its own message.
     #[test]
@@ -696,7 +702,7 @@ mod tests {
 
         // Under `Allow`, as for a fresh key: not the denial of `Deny`.
         let mismatch = flawed(Overflow::Allow, &fill(1), 8, |table| {
-            assert_eq!(table.decide_key(&8, 1), Ok(decision_of(true, 4, 0, 200)));
+            assert_eq!(table.decide_key(&8, 1), Ok(first_request()));
             Ok(slot_free)
         });
         assert_eq!(
@@ -728,9 +734,8 @@ mod tests {
         // evicted, as the least constrained entry, by new key 101. So each flaw below that
         // changes one held key is taken for that eviction, and judged as one.
         let evict_a_stranger = |table: &Table<'_>| {
-            let fresh_key = Ok(decision_of(true, 4, 0, 200));
-            assert_eq!(table.decide_key(&100, 1), fresh_key);
-            assert_eq!(table.decide_key(&101, 1), fresh_key);
+            assert_eq!(table.decide_key(&100, 1), Ok(first_request()));
+            assert_eq!(table.decide_key(&101, 1), Ok(first_request()));
             assert_eq!(table.stats().evictions, 1);
         };
         // The limited key 0 is reset, and key 7 takes its slot.
@@ -762,9 +767,8 @@ mod tests {
     fn each_step_counts_only_its_own_evictions() {
         let clock = ManualClock::new();
         let mut diff = set_up(&clock, Overflow::EvictLeastConstrained, &fill(1));
-        let fresh_key = Ok(Ok(decision_of(true, 4, 0, 200)));
-        assert_eq!(diff.step(&8, 1), fresh_key);
-        assert_eq!(diff.step(&9, 1), fresh_key);
+        assert_eq!(diff.step(&8, 1), Ok(Ok(first_request())));
+        assert_eq!(diff.step(&9, 1), Ok(Ok(first_request())));
         assert_eq!(diff.limiter().stats().evictions, 2);
     }
 
