@@ -57,7 +57,8 @@ use crate::store::Overflow;
 /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
 ///
 /// let clock = ManualClock::new();
-/// // One table group of 8 slots; 50 keys, a dozen of them live at any time.
+/// // One table group of 8 slots; 50 keys in turn, one every 7 ms. A request leaves its key live
+/// // for 100 ms, and a key's turn comes again after 350 ms, idle and long forgotten.
 /// let table = KeyedRateLimiter::<u32>::builder(Gcra::from(Quota::per_second(10).unwrap()))
 ///     .capacity(4)
 ///     .overflow(Overflow::EvictLeastConstrained)
@@ -69,7 +70,10 @@ use crate::store::Overflow;
 ///     clock.advance(Duration::from_millis(7));
 ///     diff.step(&(key % 50), 1).unwrap();
 /// }
-/// assert!(diff.limiter().stats().evictions > 0);
+/// // The first 8 keys take empty slots. From then on the 8 slots hold the last 8 keys, requested
+/// // 7 to 56 ms ago, all live: each new key evicts one (the oldest), and none is reused.
+/// let stats = diff.limiter().stats();
+/// assert_eq!((stats.occupied, stats.evictions, stats.reuses), (8, 1_000 - 8, 0));
 /// ```
 pub struct KeyedDifferential<K, A, C, S> {
     keyed: KeyedRateLimiter<K, A, C, S>,
