@@ -1180,35 +1180,37 @@ fn limited_keys_survive_a_flood_that_evicts() {
         limiter.check_key_n(&hot, 2).unwrap();
     }
     let barrier = Barrier::new(THREADS as usize);
-    // Per thread: flood keys admitted with cost 2, and admissions of the four.
-    let counts: Vec<(u64, u64)> = beside_busy_cores(|s| {
+    // Per thread: flood keys admitted, those admitted with cost 2, and admissions of the four.
+    let counts: Vec<(u64, u64, u64)> = beside_busy_cores(|s| {
         let threads: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (limiter, barrier) = (&limiter, &barrier);
                 s.spawn(move || {
                     barrier.wait();
-                    let (mut limited, mut hot_admitted) = (0, 0);
+                    let (mut flood, mut limited, mut hot_admitted) = (0, 0, 0);
                     for i in 0..FLOOD {
                         let key = t * FLOOD + i;
                         if i % LIMITED_EVERY == LIMITED_EVERY - 1 {
-                            limited += limiter.check_key_n(&key, 2).is_ok() as u64;
+                            let admitted = limiter.check_key_n(&key, 2).is_ok() as u64;
+                            (flood, limited) = (flood + admitted, limited + admitted);
                         } else {
-                            let _ = limiter.check_key(&key);
+                            flood += limiter.check_key(&key).is_ok() as u64;
                         }
                         if i % 4 == 0 {
                             let hot = HOT[(i / 4 % 4) as usize];
                             hot_admitted += limiter.check_key(&hot).is_ok() as u64;
                         }
                     }
-                    (limited, hot_admitted)
+                    (flood, limited, hot_admitted)
                 })
             })
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     });
     let stats = limiter.stats();
-    let limited: u64 = counts.iter().map(|c| c.0).sum();
-    let hot_admitted: u64 = counts.iter().map(|c| c.1).sum();
+    let flood: u64 = counts.iter().map(|c| c.0).sum();
+    let limited: u64 = counts.iter().map(|c| c.1).sum();
+    let hot_admitted: u64 = counts.iter().map(|c| c.2).sum();
     assert_eq!((limited, hot_admitted), (12, 0), "{stats:?}");
     for hot in HOT {
         assert_eq!(
@@ -1217,7 +1219,19 @@ fn limited_keys_survive_a_flood_that_evicts() {
             "key {hot} kept its state"
         );
     }
-    assert!(stats.evictions > 0, "the flood evicted: {stats:?}");
+    // Every flood key asks once and is admitted exactly when it gets a slot. Nothing goes idle
+    // while time stands still, so an admitted key holds one of the 12 slots beside the four, or
+    // was evicted; the others found nothing to evict.
+    assert_eq!(
+        (
+            stats.occupied,
+            stats.reuses,
+            stats.evictions,
+            stats.overflows
+        ),
+        (16, 0, flood - 12, THREADS * FLOOD - flood),
+    );
+    assert!(flood > 12, "the flood evicted: {stats:?}");
 }
 
 /// The batched calls race like single ones: 8 threads over 200 keys at frozen time, three of
