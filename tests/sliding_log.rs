@@ -437,7 +437,7 @@ fn memory_stays_within_its_documented_bound() {
                 "capacity {capacity}: {built} bytes as built"
             );
         }
-        let (mut most, mut held) = (built, 0);
+        let (mut most, mut given_room) = (built, 0);
         for key in 0..30 * capacity as u64 {
             // Every third key stops one short of its limit: those may be evicted.
             let mut admitted = false;
@@ -446,7 +446,7 @@ fn memory_stays_within_its_documented_bound() {
                 clock.advance(Duration::from_micros(1));
             }
             // A key's first admission is the one that found it room.
-            held += u64::from(admitted);
+            given_room += u64::from(admitted);
             // Two thirds of an hour per table's worth of keys: some logs go idle before their
             // room is wanted (reuses), others are evicted, and the rest make new keys wait.
             clock.advance(Duration::from_secs(2_400) / capacity as u32);
@@ -457,7 +457,7 @@ fn memory_stays_within_its_documented_bound() {
         // of giving it ran.
         assert_eq!(
             stats.occupied as u64 + stats.reuses + stats.evictions,
-            held,
+            given_room,
             "{stats:?}"
         );
         assert!(stats.reuses > 0 && stats.evictions > 0, "{stats:?}");
