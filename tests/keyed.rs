@@ -1192,7 +1192,8 @@ fn limited_keys_survive_a_flood_that_evicts() {
                         let key = t * FLOOD + i;
                         if i % LIMITED_EVERY == LIMITED_EVERY - 1 {
                             let admitted = limiter.check_key_n(&key, 2).is_ok() as u64;
-                            (flood, limited) = (flood + admitted, limited + admitted);
+                            flood += admitted;
+                            limited += admitted;
                         } else {
                             flood += limiter.check_key(&key).is_ok() as u64;
                         }
