@@ -492,7 +492,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
     /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).capacity(10).build().unwrap();
-    /// let built = log.memory(); // the shards and their maps, allocated once
+    /// let built = log.memory(); // the shards and their maps, sized at construction
     /// log.check_key(&1).unwrap();
     /// assert_eq!(log.memory(), built + 4 * 16); // key 1's log: room for 4 entries of 16 bytes
     /// log.reset();
