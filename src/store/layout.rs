@@ -80,8 +80,9 @@ impl Probe {
         let gps = groups_per_shard as u64;
         // Shard from the high bits (a power of two, so this is `hash >> (64 - bits)`).
         let shard = ((hash as u128 * shards as u128) >> 64) as usize;
-        // First group from the low 32 bits, second from a multiplicative remix of all 64: both
-        // independent of the shard bits. "Fast range" maps them onto any number of groups.
+        // First group from the low 32 bits, second from a multiplicative remix of all 64 (the
+        // shard bits among them, but the rest vary freely, so within a shard it is as evenly
+        // spread as the first). "Fast range" maps them onto any number of groups.
         let first = ((hash & 0xFFFF_FFFF) * gps) >> 32;
         let mixed = hash.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
         let mut second = (mixed * gps) >> 32;
@@ -98,7 +99,10 @@ impl Probe {
                 (base + first as usize) as u32,
                 (base + second as usize) as u32,
             ],
-            // Bits 40-47, used by neither the groups nor (below 2^16 shards) the shard.
+            // Bits 40-47: outside the first group's low 32 bits and, below 2^16 shards, the
+            // shard's high bits. The second group's remix reads them too, but with the 56 others,
+            // which vary freely whatever these are, so keys that share a group still spread
+            // their starting slots over it.
             start: [
                 (hash >> 40) as u16 % GROUP as u16,
                 (hash >> 44) as u16 % GROUP as u16,
