@@ -374,38 +374,51 @@ mod tests {
         assert_eq!(same, 0);
     }
 
-    /// Keys that share a group spread their starting slots evenly over it, in the first group
-    /// (whose index and start come from disjoint bits) and in the second (whose remix reads the
-    /// start's bits too). Counts over (group, starting slot) cells, a chi-square against even
-    /// spread within each group: independent draws score about their degrees of freedom, with
-    /// a standard deviation of the square root of twice that; the bound is six of those above
-    /// (2 151 for 1 792), which independent draws exceed about once in a hundred million tries.
-    /// Hashes from the crate's own hasher, with fixed seeds. Placing a start by the bits that
-    /// choose its group (the mixed hash's top bits for the second) scores about 700 000.
+    /// Keys spread evenly over their shard's groups, in the first group and in the second
+    /// (whose remix reads the shard's bits too), and keys that share a group spread their starting
+    /// slots evenly over it (the second group's remix reads the start's bits too).
+    ///
+    /// Each is a chi-square of counts against an even spread within each shard or group:
+    /// independent draws score about their degrees of freedom, with a standard deviation of the
+    /// square root of twice that, and the bound is six of those above (386 for the groups' 252
+    /// degrees of freedom, 2 151 for the starts' 1 792), which independent draws exceed about
+    /// once in ten million tries and once in a hundred million. Hashes from the crate's own
+    /// hasher, with fixed seeds.
+    /// Placing a start by the bits that choose its group (the mixed hash's top bits for the
+    /// second) scores about 700 000; a second group taken from the mixed hash shifted 4 bits
+    /// down, so that it only reaches the first 16th of the shard, about 1.5 million.
     #[test]
-    fn starting_slots_spread_evenly_within_each_group() {
+    fn groups_and_starting_slots_spread_evenly() {
         let (shards, gps) = (4, 64);
         let groups = shards * gps;
         let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
         let per_cell = 50;
+        // The statistic over `counts` cut into runs of `len`, each against its own even
+        // spread, and the bound for its degrees of freedom.
+        let chi_square = |counts: &[u32], len: usize| {
+            let mut statistic = 0.0;
+            for run in counts.chunks(len) {
+                let expected = f64::from(run.iter().sum::<u32>()) / len as f64;
+                for &n in run {
+                    statistic += (f64::from(n) - expected).powi(2) / expected;
+                }
+            }
+            let freedom = (counts.len() - counts.len() / len) as f64;
+            (statistic, freedom + 6.0 * (2.0 * freedom).sqrt())
+        };
         for g in 0..2 {
             let mut cells = vec![0u32; groups * GROUP];
             for key in 0..(groups * GROUP * per_cell) as u64 {
                 let p = Probe::new(hasher.hash_one(key), shards, gps as u32);
                 cells[p.group(g) * GROUP + p.start(g)] += 1;
             }
-            let mut chi_square = 0.0;
-            for group in cells.chunks(GROUP) {
-                let expected = f64::from(group.iter().sum::<u32>()) / GROUP as f64;
-                for &n in group {
-                    chi_square += (f64::from(n) - expected).powi(2) / expected;
-                }
-            }
-            let freedom = (groups * (GROUP - 1)) as f64;
-            let bound = freedom + 6.0 * (2.0 * freedom).sqrt();
+            let per_group: Vec<u32> = cells.chunks(GROUP).map(|c| c.iter().sum()).collect();
+            let (score, bound) = chi_square(&per_group, gps);
+            assert!(score < bound, "groups {g}: {score:.0} >= {bound:.0}");
+            let (score, bound) = chi_square(&cells, GROUP);
             assert!(
-                chi_square < bound,
-                "group {g}: {chi_square:.0} >= {bound:.0}"
+                score < bound,
+                "starts in groups {g}: {score:.0} >= {bound:.0}"
             );
         }
     }
