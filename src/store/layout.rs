@@ -380,10 +380,11 @@ mod tests {
     ///
     /// Each is a chi-square of counts against an even spread within each shard or group:
     /// independent draws score about their degrees of freedom, with a standard deviation of the
-    /// square root of twice that, and the bound is six of those above (386 for the groups' 252
+    /// square root of twice that, and the bound is six of those above (387 for the groups' 252
     /// degrees of freedom, 2 151 for the starts' 1 792), which independent draws exceed about
     /// once in ten million tries and once in a hundred million. Hashes from the crate's own
     /// hasher, with fixed seeds.
+    ///
     /// Placing a start by the bits that choose its group (the mixed hash's top bits for the
     /// second) scores about 700 000; a second group taken from the mixed hash shifted 4 bits
     /// down, so that it only reaches the first 16th of the shard, about 1.5 million.
