@@ -26,7 +26,7 @@ use crate::store::Overflow;
 ///   under [`Overflow::Allow`] as for a fresh key, under the others a denial with nothing
 ///   remaining until the `retry_after` it gives (its `reset_after` too);
 /// - every other key's peek equals its limiter's, except that each eviction changes exactly one
-///   key, one that had capacity left (it was not being limited), back to fresh.
+///   key, one that had capacity left (it was not being limited), back to fresh;
 /// - a reset ([`reset`](KeyedDifferential::reset)) leaves its key fresh, every other key as it
 ///   was, and every counter where it was; a reset of every key
 ///   ([`reset_all`](KeyedDifferential::reset_all)) leaves every key fresh and every counter
