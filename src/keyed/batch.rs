@@ -39,13 +39,13 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a fraction
     /// of one per key (measured: over a million keys, 0.09 to 0.22 of governor's time per check
-    /// across runs on 2-core AMD VMs, but 0.34 to 0.35 on one presented as QEMU's `EPYC` model,
+    /// across runs on 2-core AMD VMs, but 0.33 to 0.35 on one presented as QEMU's `EPYC` model,
     /// 0.15 to 0.26 on 2-core Intel VMs, 0.15 on a 16-core Intel machine whose L3 held the table;
     /// the crate README gives the figures and the command). That is on x86-64 and AArch64, whose
     /// prefetch instructions start a chunk's fetches together; other targets have none that stable
     /// Rust can call, and there a batch waits for each key's lines in turn. A call has a fixed cost
     /// (its buffers, a clock reading): over 100k keys, a batch of one key costs 1.2 to 1.8
-    /// `check_key`s, and a batch of four 0.64 to 0.90 of `check_key` per key, but 0.99 to 1.01 on
+    /// `check_key`s, and a batch of four 0.64 to 0.90 of `check_key` per key, but 0.99 to 1.02 on
     /// the VM presented as QEMU's `EPYC` model (`cargo bench --bench paired -- "keyed 100k
     /// uniform"`; the upper ends since `check_key` runs the table's instructions inline).
     ///
