@@ -379,6 +379,9 @@ impl std::error::Error for InsufficientCapacity {}
 /// Why [`RateLimiter::check_n`](crate::RateLimiter::check_n) refused a request: denied for now,
 /// or never admissible.
 ///
+/// It displays as its variant does and has no [`source`](std::error::Error::source) of its own,
+/// so a report that follows the chain of sources says the reason once.
+///
 /// ```
 /// use tollgate::{CheckError, Quota, RateLimiter};
 ///
@@ -404,11 +407,14 @@ impl fmt::Display for CheckError {
     }
 }
 
+// Transparent, as `thiserror`'s `#[error(transparent)]` is: the message is the variant's, so
+// the source is the variant's source (none), not the variant itself. A reporter that walks the
+// chain (anyhow's `{:#}`, `{:?}`) would otherwise print the same sentence twice.
 impl std::error::Error for CheckError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CheckError::Denied(denied) => Some(denied),
-            CheckError::InsufficientCapacity(err) => Some(err),
+            CheckError::Denied(denied) => denied.source(),
+            CheckError::InsufficientCapacity(err) => err.source(),
         }
     }
 }
@@ -468,10 +474,10 @@ mod tests {
         }
     }
 
-    /// The errors say why in words, and a `CheckError` says what its cause says and chains it.
+    /// The errors say why in words, and a `CheckError` says what its variant says, once: a
+    /// report that walks the chain of sources holds each sentence one time.
     #[test]
-    fn errors_say_why_and_chain_their_cause() {
-        use std::error::Error as _;
+    fn errors_say_why_once() {
         let denied = Denied::new(Nanos::from_nanos(1_500_000));
         assert_eq!(denied.to_string(), "rate limited: retry after 1.5ms");
         let never = InsufficientCapacity::new(6, 5);
@@ -482,10 +488,11 @@ mod tests {
             (CheckError::from(never), never_text),
         ] {
             assert_eq!(error.to_string(), text);
-            assert_eq!(
-                error.source().map(|cause| cause.to_string()).as_deref(),
-                Some(text)
-            );
+            let first: &(dyn std::error::Error + 'static) = &error;
+            let chain: Vec<String> = core::iter::successors(Some(first), |&e| e.source())
+                .map(|e| e.to_string())
+                .collect();
+            assert_eq!(chain, [text]);
         }
     }
 }

@@ -245,6 +245,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<K, A, C, S>
 
 /// Either a capacity or a quota error, from the shorthand constructors.
 ///
+/// Like [`CheckError`](crate::CheckError), it displays as its variant does and has no
+/// [`source`](std::error::Error::source) of its own.
+///
 /// ```
 /// use tollgate::{KeyedError, KeyedRateLimiter, Quota};
 /// let err = KeyedRateLimiter::<u64>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
@@ -268,11 +271,13 @@ impl fmt::Display for KeyedError {
     }
 }
 
+// Transparent, as `CheckError` is (its impl says why): the message and the source are the
+// variant's.
 impl std::error::Error for KeyedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            KeyedError::Quota(err) => Some(err),
-            KeyedError::Capacity(err) => Some(err),
+            KeyedError::Quota(err) => err.source(),
+            KeyedError::Capacity(err) => err.source(),
         }
     }
 }
