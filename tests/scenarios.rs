@@ -203,10 +203,11 @@ fn gcra_reports_match_the_article() {
 ///
 /// - offered ≤ 10 per second: every request passes for GCRA (spacing ≥ T = 100 ms) and the fixed
 ///   window (≤ 10 per window); the sliding window too below 10.
-/// - offered ≥ 10: the fixed window passes 10 per window, 100. GCRA passes its burst of 10 plus
-///   one per 100 ms of refill up to the last request (9.9x s): 10 + 99 = 109. The sliding window
-///   passes 10 in window 0, then 9 in each later window (with a previous count p > 0 the estimate
+/// - offered ≥ 10: the fixed window passes 10 per window, 100. The sliding window passes 10 in
+///   window 0, then 9 in each later window (with a previous count p > 0 the estimate
 ///   p × (1 − e) + cur + 1 ≤ 10 caps cur at 9), 10 + 9 × 9 = 91.
+/// - offered > 10: GCRA passes its burst of 10 plus one per 100 ms of refill up to the last
+///   request (9.9x s): 10 + 99 = 109.
 #[test]
 fn offered_load_driver() {
     let quota = Quota::per_second(10).unwrap();
