@@ -361,14 +361,19 @@ proptest! {
 
 proptest! {
     /// Arbitrary words (corrupted memory, a fuzzer) and arbitrary times never panic, and the
-    /// check path always agrees with the full decision.
+    /// check path always agrees with the full decision: the verdict, the word it stores, and a
+    /// denial's wait.
     #[test]
     fn arbitrary_words_never_panic(quota in quota(), word in any::<u64>(), now in any::<u64>(), cost in any::<u64>()) {
         fn check<A: Algorithm>(a: &A, word: u64, now: Nanos, cost: u64) -> Result<(), TestCaseError> {
             let (d, s) = a.decide(word, now, cost);
             match a.transition(word, now, cost) {
                 Transition::Allow { state } => { prop_assert!(d.is_allowed()); prop_assert_eq!(state, s); }
-                Transition::Deny { .. } => { prop_assert!(!d.is_allowed()); prop_assert_eq!(word, s); }
+                Transition::Deny { retry_after } => {
+                    prop_assert!(!d.is_allowed());
+                    prop_assert_eq!(word, s);
+                    prop_assert_eq!(retry_after.as_duration(), d.retry_after());
+                }
             }
             a.is_idle(word, now);
             Ok(())

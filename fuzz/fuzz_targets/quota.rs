@@ -1,7 +1,8 @@
 //! Arbitrary configuration input: any limit, period and burst either builds a quota that keeps
 //! its documented invariants or gives an error whose message names the bad value; never a panic.
 //! Every algorithm built from a valid quota then decides arbitrary words at arbitrary times and
-//! costs without panicking, and its check path agrees with its full decision.
+//! costs without panicking, and its check path agrees with its full decision (the verdict, the
+//! word stored, a denial's wait).
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -24,7 +25,11 @@ fn probe<A: Algorithm>(algorithm: &A, probes: &[(u64, u64, u64)]) {
         let (decision, next) = algorithm.decide(word, now, cost);
         match algorithm.transition(word, now, cost) {
             Transition::Allow { state } => assert!(decision.is_allowed() && state == next),
-            Transition::Deny { .. } => assert!(!decision.is_allowed() && next == word),
+            Transition::Deny { retry_after } => assert!(
+                !decision.is_allowed()
+                    && next == word
+                    && retry_after.as_duration() == decision.retry_after()
+            ),
         }
         if cost > algorithm.capacity() {
             assert!(!decision.is_allowed());
