@@ -263,11 +263,15 @@ fn main() {
         .map(|t| zipf_clients(accounts, 1 << 18, 31 + t))
         .collect();
     let o = hammer_keys(|a| logins.check_key(&a).is_ok(), &sequences, duration);
-    // Every account admits at most 5 per minute window it touched.
+    // Each account that tried admits at most 5 in any minute: 5 for every minute, begun, of
+    // the run. A run of seconds passes over each thread's sequence many times, offering every
+    // account in it far more than 5 requests, so the log admits exactly that many: one
+    // admission too many fails the run.
+    let tried: std::collections::HashSet<u64> = sequences.iter().flatten().copied().collect();
     report(
         "login log, 100k accounts, 5/min",
         &o,
-        accounts as f64 * 5.0 * (o.elapsed.as_secs_f64() / 60.0).ceil(),
+        tried.len() as f64 * 5.0 * (o.elapsed.as_secs_f64() / 60.0).ceil(),
     );
 
     // One clock read, for scale.
