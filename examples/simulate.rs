@@ -13,6 +13,7 @@
 //! answer), which is the worst case for a limiter: most decisions are denials, contended on one
 //! word, and the admitted count must still match the quota exactly.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -109,6 +110,11 @@ fn zipf_clients(clients: u64, len: usize, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The clients that the threads' sequences name, each once: those a quota bound counts.
+fn distinct(sequences: &[Vec<u64>]) -> HashSet<u64> {
+    sequences.iter().flatten().copied().collect()
+}
+
 /// Prints one scenario's line; `most` is the most its quota allows over the run.
 fn report(name: &str, o: &Outcome, most: f64) {
     let secs = o.elapsed.as_secs_f64();
@@ -184,7 +190,7 @@ fn main() {
     let per_client = per_client_table();
     let o = hammer_keys(|c| per_client.check_key(&c).is_ok(), &sequences, duration);
     // Each client that sent anything admits at most its burst plus 100 per second.
-    let active: std::collections::HashSet<u64> = sequences.iter().flatten().copied().collect();
+    let active = distinct(&sequences);
     let bound = |o: &Outcome| active.len() as f64 * (20.0 + 100.0 * o.elapsed.as_secs_f64());
     report("per client, 1M Zipf clients", &o, bound(&o));
     let stats = per_client.stats();
@@ -267,7 +273,7 @@ fn main() {
     // the run. A run of seconds passes over each thread's sequence many times, offering every
     // account in it far more than 5 requests, so the log admits exactly that many: one
     // admission too many fails the run.
-    let tried: std::collections::HashSet<u64> = sequences.iter().flatten().copied().collect();
+    let tried = distinct(&sequences);
     report(
         "login log, 100k accounts, 5/min",
         &o,
