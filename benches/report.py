@@ -3,6 +3,7 @@
 
     cargo bench --bench paired && python3 benches/report.py --paired
     python3 benches/report.py --scaling benches/plots/2026-11-25-16-cores
+    python3 benches/report.py --across [--figure "dependent reads"] [--each]
     cargo bench --bench direct --bench keyed && python3 benches/report.py
 
 With `--paired [FILE]`: the rows of a run of `benches/paired.rs` (the latest one that it recorded
@@ -13,8 +14,12 @@ floor's. The plots are drawn from the record alone, so the same record always gi
 files. With `--scaling DIR`: the rows of distinct keys from several threads in the records of
 one machine in DIR (runs of some rows each, as a lent machine's short calls make them), and a
 plot, `<DIR>-scaling.svg` beside DIR (or in `--out DIR`), of n threads' throughput over one
-thread's, for tollgate and for the two-line floor. Without either: the medians of the last
-criterion run (`benches/direct.rs`, `keyed.rs`) and the ratios that matter.
+thread's, for tollgate and for the two-line floor. With `--across [DIR]`: every record under DIR
+(default `benches/plots`), grouped by CPU, and per group the least, median and most value of each
+figure that the READMEs quote per CPU (the ratios of some rows, and figures derived from two rows
+of one run, such as governor's time in dependent reads), so that a range the READMEs give can be
+checked against the records; `--each` lists every record's value. Without any of these: the
+medians of the last criterion run (`benches/direct.rs`, `keyed.rs`) and the ratios that matter.
 
 Ratios, not times, are the figures to quote: the machines these run on are shared and noisy, and
 a ratio of two measurements from the same run cancels most of that noise.
@@ -368,6 +373,160 @@ def scaling_report(directory, out_dir):
     print(f"drew {target}")
 
 
+# The microarchitectures behind the `cpu:` lines that records carry (the vendor's name for the
+# family and model), so that records group under the names the READMEs use. A CPU not listed here
+# groups under its `cpu:` line as it stands.
+CORES = {
+    ("GenuineIntel", 6, 85): "Cascade Lake",
+    ("GenuineIntel", 6, 207): "Emerald Rapids",
+    ("AuthenticAMD", 23, 1): "QEMU's EPYC model",
+    ("AuthenticAMD", 25, 1): "Zen 3",
+    ("AuthenticAMD", 25, 17): "Zen 4",
+    ("AuthenticAMD", 26, 2): "Zen 5",
+}
+
+
+def core_of(header):
+    """The name that a record's CPU groups under, with its count of CPUs: records of one core on
+    2 vCPUs and on a 16-core machine measure different things (its L3, its neighbours)."""
+    cpu = header.get("cpu", "?")
+    found = re.search(r"\(family (\d+), model (\d+)\)", cpu)
+    vendor = "GenuineIntel" if cpu.startswith("Intel") else "AuthenticAMD" if "AMD" in cpu else "?"
+    name = CORES.get((vendor, int(found.group(1)), int(found.group(2)))) if found else None
+    return f"{name or cpu}, {header.get('cpus', '?')} CPUs"
+
+
+def row_ratio(name):
+    """A figure that is a row's median ratio, A's time over B's."""
+    return lambda rows: rows[name][2] if name in rows else None
+
+
+def times_over(num, num_side, den, den_side):
+    """A figure that is one side's median time in one row over one side's in another: how many of
+    the second (a dependent read, say) the first takes."""
+    def figure(rows):
+        if num in rows and den in rows:
+            return rows[num][num_side] / rows[den][den_side]
+        return None
+    return figure
+
+
+def added_over_governor(size, side):
+    """What a check adds to the work between checks over what governor's adds: from the rows that
+    time each limiter between other work against the work alone, (ratio - 1) over governor's."""
+    prefix = f"keyed {size} uniform: between other work, "
+    row, governor = f"{prefix}{side} / the work alone", f"{prefix}governor / the work alone"
+
+    def figure(rows):
+        if row in rows and governor in rows:
+            return (rows[row][2] - 1) / (rows[governor][2] - 1)
+        return None
+    return figure
+
+
+def added_over_floor(size):
+    """What a check adds to the work between checks over what the four-line floor adds."""
+    tollgate, floor = added_over_governor(size, "tollgate"), added_over_governor(size, "four-line floor")
+
+    def figure(rows):
+        if tollgate(rows) is not None and floor(rows) is not None:
+            return tollgate(rows) / floor(rows)
+        return None
+    return figure
+
+
+def added_in_reads(size, side):
+    """What a check adds to the work between checks in dependent reads: the row's A time less its
+    B time (the work alone), over one dependent read's time in the same run."""
+    row = f"keyed {size} uniform: between other work, {side} / the work alone"
+
+    def figure(rows):
+        if row in rows and DRAM_1M in rows:
+            return (rows[row][0] - rows[row][1]) / rows[DRAM_1M][1]
+        return None
+    return figure
+
+
+KEYED_1M = "keyed 1M uniform: tollgate / governor"
+DRAM_1M = "keyed 1M uniform: tollgate / one DRAM access"
+
+# The figures that the READMEs quote per CPU, and how each comes from one record's rows (a dict
+# of row name to (A's time, B's time, ratio)). Times over times: lower is better for tollgate.
+FIGURES = [
+    ("direct check, admitting: time over governor's", row_ratio("allow: tollgate gcra / governor")),
+    ("direct check: time over the floor's (clock + CAS)",
+     row_ratio("allow: tollgate gcra / floor (clock + CAS)")),
+    ("direct check: a denial's time over an admission's", row_ratio("deny / allow: tollgate gcra")),
+    ("distinct keys, 2 threads: throughput over one thread's",
+     row_ratio("keyed distinct keys: 1 thread / 2 threads, time per check")),
+    ("1M keys: check_key's time over governor's", row_ratio(KEYED_1M)),
+    ("1M keys: check_keys' time over governor's (batches of 64)",
+     row_ratio("keyed 1M uniform: tollgate check_keys (batches of 64) / governor")),
+    ("1M keys: the minimal replica's time over governor's",
+     row_ratio("keyed 1M uniform: minimal replica / governor")),
+    ("1M keys: the four-line floor's time over governor's",
+     row_ratio("keyed 1M uniform: four-line floor / governor")),
+    ("1M keys: check_key's time in dependent reads", row_ratio(DRAM_1M)),
+    ("1M keys: governor's time in dependent reads", times_over(KEYED_1M, 1, DRAM_1M, 1)),
+    ("1M keys, between work: a check's added time over governor's", added_over_governor("1M", "tollgate")),
+    ("1M keys, between work: a check's added time over the floor's", added_over_floor("1M")),
+    ("1M keys, between work: a check's added time in dependent reads", added_in_reads("1M", "tollgate")),
+    ("1M keys, between work: governor's added time in dependent reads", added_in_reads("1M", "governor")),
+    ("1M keys, between work: with prefetch_key, over governor's",
+     added_over_governor("1M", "prefetch_key first")),
+    ("1M keys, between work: the four-line floor's, over governor's",
+     added_over_governor("1M", "four-line floor")),
+    ("1M String keys: check_key's time over governor's", row_ratio("keyed 1M String keys: tollgate / governor")),
+    ("100k keys: check_key's time over governor's", row_ratio("keyed 100k uniform: tollgate / governor")),
+    ("100k keys: check_keys' time over governor's (batches of 64)",
+     row_ratio("keyed 100k uniform: tollgate check_keys (batches of 64) / governor")),
+    ("100k keys: the minimal replica's time over governor's",
+     row_ratio("keyed 100k uniform: minimal replica / governor")),
+    ("100k keys: a coarse clock's time over the TSC clock's",
+     row_ratio("keyed 100k uniform: coarse clock / TSC clock, tollgate")),
+    ("100k keys, between work: a check's added time over governor's",
+     added_over_governor("100k", "tollgate")),
+    ("100k keys, between work: with prefetch_key, over governor's",
+     added_over_governor("100k", "prefetch_key first")),
+]
+
+
+def across_report(directory, only, each):
+    """Prints, per CPU, the range of each figure in FIGURES over every record under `directory`
+    (and its folders): how many records give it, the least, the median and the most. With `only`,
+    the figures whose label holds that text; with `each`, every record's value too, by date."""
+    paths = sorted(glob.glob(os.path.join(directory, "**", "*.tsv"), recursive=True))
+    if not paths:
+        sys.exit(f"no records (*.tsv) under {directory}")
+    groups = {}
+    for path in paths:
+        header, rows = read_record(path)
+        by_name = {name: (a, b, ratio) for name, a, b, ratio, _, _ in rows}
+        groups.setdefault(core_of(header), []).append((int(header.get("unix time", "0")), path,
+                                                       header.get("commit", "?"), by_name))
+    figures = [(label, figure) for label, figure in FIGURES if not only or only.lower() in label.lower()]
+    if not figures:
+        sys.exit(f"no figure's label holds {only!r}")
+    for core in sorted(groups):
+        records = sorted(groups[core], key=lambda record: record[:2])
+        print(f"{core}: {len(records)} records")
+        for label, figure in figures:
+            found = [(when, path, commit, value) for when, path, commit, rows in records
+                     if (value := figure(rows)) is not None]
+            if not found:
+                continue
+            values = sorted(value for _, _, _, value in found)
+            half = len(values) // 2
+            median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
+            print(f"  {label:62s} {len(values):3d}  {values[0]:6.3f} {median:6.3f} {values[-1]:6.3f}")
+            if each:
+                for when, path, commit, value in found:
+                    day = datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
+                    print(f"      {value:6.3f}  {day:%Y-%m-%d} {commit:13s} "
+                          f"{os.path.relpath(path, directory)}")
+        print()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--paired", nargs="?", const="latest", metavar="FILE",
@@ -375,7 +534,15 @@ def main():
     parser.add_argument("--scaling", metavar="DIR",
                         help="a folder of records of one machine: draw how distinct keys scale")
     parser.add_argument("--out", metavar="DIR", help="where the plots go (default: beside the record)")
+    parser.add_argument("--across", nargs="?", const=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"),
+                        metavar="DIR", help="every record under DIR (default: benches/plots): each "
+                        "figure's range per CPU")
+    parser.add_argument("--figure", metavar="TEXT", help="with --across: the figures whose label holds TEXT")
+    parser.add_argument("--each", action="store_true", help="with --across: every record's value too")
     args = parser.parse_args()
+    if args.across is not None:
+        across_report(args.across, args.figure, args.each)
+        return
     if args.scaling is not None:
         scaling_report(args.scaling, args.out)
         return
