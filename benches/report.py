@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import sys
 from xml.sax.saxutils import escape
 
@@ -526,10 +527,9 @@ def across_report(directory, only, each):
                      if (value := figure(rows)) is not None]
             if not found:
                 continue
-            values = sorted(value for _, _, _, value in found)
-            half = len(values) // 2
-            median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
-            print(f"  {label:62s} {len(values):3d}  {values[0]:6.3f} {median:6.3f} {values[-1]:6.3f}")
+            values = [value for _, _, _, value in found]
+            print(f"  {label:62s} {len(values):3d}  {min(values):6.3f} {statistics.median(values):6.3f} "
+                  f"{max(values):6.3f}")
             if each:
                 for when, path, commit, value in found:
                     day = datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
