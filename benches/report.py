@@ -37,6 +37,7 @@ from xml.sax.saxutils import escape
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target")
 ROOT = os.path.join(TARGET, "criterion")
 PAIRED = os.path.join(TARGET, "tmp", "paired")
+PLOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots")
 
 # (label, numerator, denominator): numerator / denominator, lower is better for tollgate.
 RATIOS = [
@@ -148,6 +149,11 @@ def read_record(path):
                 name, a, b, ratio, q1, q3 = line.split("\t")
                 rows.append((name, float(a), float(b), float(ratio), float(q1), float(q3)))
     return header, rows
+
+
+def by_name(rows):
+    """A record's rows as a dict of name to (A's median time, B's median time, median ratio)."""
+    return {name: (a, b, ratio) for name, a, b, ratio, _, _ in rows}
 
 
 def select(rows, patterns, invert):
@@ -402,16 +408,6 @@ def row_ratio(name):
     return lambda rows: rows[name][2] if name in rows else None
 
 
-def times_over(num, num_side, den, den_side):
-    """A figure that is one side's median time in one row over one side's in another: how many of
-    the second (a dependent read, say) the first takes."""
-    def figure(rows):
-        if num in rows and den in rows:
-            return rows[num][num_side] / rows[den][den_side]
-        return None
-    return figure
-
-
 def added_over_governor(size, side):
     """What a check adds to the work between checks over what governor's adds: from the rows that
     time each limiter between other work against the work alone, (ratio - 1) over governor's."""
@@ -451,6 +447,14 @@ def added_in_reads(side):
 KEYED_1M = "keyed 1M uniform: tollgate / governor"
 DRAM_1M = "keyed 1M uniform: tollgate / one DRAM access"
 
+
+def governor_in_reads(rows):
+    """Governor's time per check over a million keys in dependent reads: its median time in the
+    row against tollgate over one dependent read's median time in the same run."""
+    if KEYED_1M in rows and DRAM_1M in rows:
+        return rows[KEYED_1M][1] / rows[DRAM_1M][1]
+    return None
+
 # The figures that the READMEs quote per CPU, and how each comes from one record's rows (a dict
 # of row name to (A's time, B's time, ratio)). Times over times: lower is better for tollgate.
 FIGURES = [
@@ -479,7 +483,7 @@ FIGURES = [
     ("1M keys: the four-line floor's time over governor's",
      row_ratio("keyed 1M uniform: four-line floor / governor")),
     ("1M keys: check_key's time in dependent reads", row_ratio(DRAM_1M)),
-    ("1M keys: governor's time in dependent reads", times_over(KEYED_1M, 1, DRAM_1M, 1)),
+    ("1M keys: governor's time in dependent reads", governor_in_reads),
     ("1M keys, between work: a check's added time over governor's", added_over_governor("1M", "tollgate")),
     ("1M keys, between work: a check's added time over the floor's", added_over_floor("1M")),
     ("1M keys, between work: a check's added time in dependent reads", added_in_reads("tollgate")),
@@ -513,9 +517,8 @@ def across_report(directory, only, each):
     groups = {}
     for path in paths:
         header, rows = read_record(path)
-        by_name = {name: (a, b, ratio) for name, a, b, ratio, _, _ in rows}
         groups.setdefault(core_of(header), []).append((int(header.get("unix time", "0")), path,
-                                                       header.get("commit", "?"), by_name))
+                                                       header.get("commit", "?"), by_name(rows)))
     figures = [(label, figure) for label, figure in FIGURES if not only or only.lower() in label.lower()]
     if not figures:
         sys.exit(f"no figure's label holds {only!r}")
@@ -545,7 +548,7 @@ def main():
     parser.add_argument("--scaling", metavar="DIR",
                         help="a folder of records of one machine: draw how distinct keys scale")
     parser.add_argument("--out", metavar="DIR", help="where the plots go (default: beside the record)")
-    parser.add_argument("--across", nargs="?", const=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"),
+    parser.add_argument("--across", nargs="?", const=PLOTS,
                         metavar="DIR", help="every record under DIR (default: benches/plots): each "
                         "figure's range per CPU")
     parser.add_argument("--figure", metavar="TEXT", help="with --across: the figures whose label holds TEXT")
