@@ -492,6 +492,7 @@ FIGURES = [
      added_over_governor("1M", "prefetch_key first")),
     ("1M keys, between work: the four-line floor's, over governor's",
      added_over_governor("1M", "four-line floor")),
+    ("1M Zipf(1.0) keys: check_key's time over governor's", row_ratio("keyed 1M zipf: tollgate / governor")),
     ("1M String keys: check_key's time over governor's", row_ratio("keyed 1M String keys: tollgate / governor")),
     ("100k keys: check_key's time over governor's", row_ratio("keyed 100k uniform: tollgate / governor")),
     ("100k keys: check_keys' time over governor's (batches of 64)",

@@ -29,12 +29,14 @@ def row(name, a, b, ratio):
 # A run with every row that the derived figures read. A row's recorded ratio is the median of
 # per-round ratios, not its two median times' quotient, so the ratios here differ from A / B, and
 # each figure below comes out differently if read from the wrong column. Over a million keys a
-# check takes 120 ns against governor's 200 (ratio 0.61), and a dependent read 100 ns (ratio 1.25).
+# check takes 120 ns against governor's 200 (ratio 0.61), with Zipf(1.0) keys 110 against 190
+# (0.57), and a dependent read 100 ns (ratio 1.25).
 # Between work (100 ns alone) tollgate's check takes 200 ns (ratio 2.1), governor's 300 (3.0), with
 # prefetch_key first 150 (1.55), the floor's 170 (1.8).
 ROWS = (
     row("keyed 1M uniform: tollgate / governor", 120, 200, 0.61)
     + row("keyed 1M uniform: tollgate / one DRAM access", 120, 100, 1.25)
+    + row("keyed 1M zipf: tollgate / governor", 110, 190, 0.57)
     + row("keyed 1M uniform: between other work, tollgate / the work alone", 200, 100, 2.1)
     + row("keyed 1M uniform: between other work, governor / the work alone", 300, 100, 3.0)
     + row("keyed 1M uniform: between other work, prefetch_key first / the work alone", 150, 100, 1.55)
@@ -62,6 +64,8 @@ class Figures(unittest.TestCase):
         # Not A / B (0.6 and 1.2).
         self.assertEqual(self.figure("1M keys: check_key's time over governor's"), 0.61)
         self.assertEqual(self.figure("1M keys: check_key's time in dependent reads"), 1.25)
+        # Zipf(1.0) keys' own row, not the uniform keys' (0.61).
+        self.assertEqual(self.figure("1M Zipf(1.0) keys: check_key's time over governor's"), 0.57)
 
     def test_governor_in_dependent_reads_is_its_time_over_the_reads(self):
         # 200 ns over 100 ns (the ratios would give 1.25 / 0.61, 2.05).
