@@ -410,24 +410,27 @@ def row_ratio(name):
 
 def added_over_governor(size, side):
     """What a check adds to the work between checks over what governor's adds: from the rows that
-    time each limiter between other work against the work alone, (ratio - 1) over governor's."""
+    time each limiter between other work against the work alone, (ratio - 1) over governor's.
+    Absent where governor's row shows no added time (a ratio of 1 or less, which only noise could
+    give): a quotient over nothing, or over a negative, would not be a measurement."""
     prefix = f"keyed {size} uniform: between other work, "
     row, governor = f"{prefix}{side} / the work alone", f"{prefix}governor / the work alone"
 
     def figure(rows):
-        if row in rows and governor in rows:
+        if row in rows and governor in rows and rows[governor][2] > 1:
             return (rows[row][2] - 1) / (rows[governor][2] - 1)
         return None
     return figure
 
 
 def added_over_floor(size):
-    """What a check adds to the work between checks over what the four-line floor adds."""
+    """What a check adds to the work between checks over what the four-line floor adds; absent,
+    like its two parts, where the floor's row shows no added time."""
     tollgate, floor = added_over_governor(size, "tollgate"), added_over_governor(size, "four-line floor")
 
     def figure(rows):
         check, least = tollgate(rows), floor(rows)
-        return check / least if check is not None and least is not None else None
+        return check / least if check is not None and least is not None and least > 0 else None
     return figure
 
 

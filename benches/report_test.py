@@ -90,6 +90,22 @@ class Figures(unittest.TestCase):
         del self.rows["keyed 1M uniform: tollgate / one DRAM access"]
         self.assertIsNone(self.figure("1M keys: governor's time in dependent reads"))
 
+    def test_an_added_time_over_none_is_absent(self):
+        # Governor's row at 1.0 (noise can give it, or less): no quotient over governor's, and no
+        # division by zero; the floor's own figure over governor's goes with them.
+        between = "keyed 1M uniform: between other work, "
+        self.rows[between + "governor / the work alone"] = (100, 100, 1.0)
+        for label in ("a check's added time over governor's", "with prefetch_key, over governor's",
+                      "the four-line floor's, over governor's"):
+            self.assertIsNone(self.figure("1M keys, between work: " + label))
+        # The floor's row at 0.98 with governor's as before (3.0): the floor's figure over
+        # governor's is -0.01, and a check's over the floor's is absent, not -55.
+        self.rows[between + "governor / the work alone"] = (300, 100, 3.0)
+        self.rows[between + "four-line floor / the work alone"] = (98, 100, 0.98)
+        self.assertAlmostEqual(self.figure("1M keys, between work: the four-line floor's, over governor's"), -0.01)
+        self.assertIsNone(self.figure("1M keys, between work: a check's added time over the floor's"))
+        self.assertAlmostEqual(self.figure("1M keys, between work: a check's added time over governor's"), 0.55)
+
     def test_records_group_by_core_and_cpu_count(self):
         self.assertEqual(report.core_of(self.header), "Zen 5, 2 CPUs")
         intel = {"cpu": "Intel(R) Xeon(R) Processor (family 6, model 207)", "cpus": "16"}
