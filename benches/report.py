@@ -458,8 +458,11 @@ def governor_in_reads(rows):
         return rows[KEYED_1M][1] / rows[DRAM_1M][1]
     return None
 
+
 # The figures that the READMEs quote per CPU, and how each comes from one record's rows (a dict
-# of row name to (A's time, B's time, ratio)). Times over times: lower is better for tollgate.
+# of row name to (A's time, B's time, ratio)). Times over times, lower better for tollgate, but
+# for the threads' figures over one thread's: one thread's time over n threads', n threads'
+# throughput over one thread's, higher better.
 FIGURES = [
     ("direct check, admitting: time over governor's", row_ratio("allow: tollgate gcra / governor")),
     ("direct check: time over the floor's (clock + CAS)",
@@ -558,6 +561,9 @@ def main():
     parser.add_argument("--figure", metavar="TEXT", help="with --across: the figures whose label holds TEXT")
     parser.add_argument("--each", action="store_true", help="with --across: every record's value too")
     args = parser.parse_args()
+    if args.across is None and (args.figure is not None or args.each):
+        # Without --across they would be ignored, and the report printed would not be the one asked for.
+        parser.error("--figure and --each go with --across")
     if args.across is not None:
         across_report(args.across, args.figure, args.each)
         return

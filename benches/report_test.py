@@ -7,6 +7,8 @@ with round numbers, so that each expected value follows from its definition by h
 import contextlib
 import io
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -125,6 +127,13 @@ class Figures(unittest.TestCase):
         lines = out.getvalue().splitlines()
         self.assertEqual(lines[0], "Zen 5, 2 CPUs: 3 records")
         self.assertEqual(lines[1].split()[-4:], ["3", "0.610", "0.700", "0.800"])
+
+    def test_across_options_without_across_are_refused(self):
+        # Not ignored in favour of the criterion report: argparse's usage error, exit status 2.
+        for option in (["--each"], ["--figure", "dependent reads"]):
+            run = subprocess.run([sys.executable, report.__file__, *option], capture_output=True, text=True)
+            self.assertEqual(run.returncode, 2)
+            self.assertIn("--figure and --each go with --across", run.stderr)
 
 
 if __name__ == "__main__":
