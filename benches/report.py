@@ -382,9 +382,13 @@ def scaling_report(directory, out_dir):
 
 # The microarchitectures behind the `cpu:` lines that records carry (the vendor's name for the
 # family and model), so that records group under the names the READMEs use. A CPU not listed here
-# groups under its `cpu:` line as it stands.
+# groups under its `cpu:` line as it stands. A guest's numbers are not always its host's: model 167
+# is Rocket Lake's, a part with neither AMX nor more than 16 MiB of L3, and the guest that reported
+# it had Sapphire Rapids' features and caches (AMX without AMX-FP16, 2 MiB of L2 per core, 105 MiB
+# of L3), so its records group under that name, with the number beside it.
 CORES = {
     ("Intel", 6, 85): "Cascade Lake",
+    ("Intel", 6, 167): "Sapphire Rapids (model 167)",
     ("Intel", 6, 207): "Emerald Rapids",
     ("AMD", 23, 1): "QEMU's EPYC model",
     ("AMD", 25, 1): "Zen 3",

@@ -112,6 +112,8 @@ class Figures(unittest.TestCase):
         self.assertEqual(report.core_of(self.header), "Zen 5, 2 CPUs")
         intel = {"cpu": "Intel(R) Xeon(R) Processor (family 6, model 207)", "cpus": "16"}
         self.assertEqual(report.core_of(intel), "Emerald Rapids, 16 CPUs")
+        guest = {"cpu": "Intel(R) Xeon(R) Processor (family 6, model 167)", "cpus": "2"}
+        self.assertEqual(report.core_of(guest), "Sapphire Rapids (model 167), 2 CPUs")
         unknown = {"cpu": "Some CPU (family 99, model 1)", "cpus": "4"}
         self.assertEqual(report.core_of(unknown), "Some CPU (family 99, model 1), 4 CPUs")
 
