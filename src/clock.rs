@@ -12,8 +12,9 @@
 //! What `rdtsc` costs depends on the CPU, and with it what [`CoarseClock`] saves. On the 2-vCPU
 //! guests of the crate's benchmarks, a keyed check over 100k keys took 0.86-0.92 of its
 //! `TscClock` time with a coarse clock on AMD Zen 3 (six runs; 41-57 ns a check on the TSC),
-//! 0.92 on Intel Cascade Lake (one run) and 0.63 on Intel Emerald Rapids (three runs; 31-32 ns
-//! against 49-50). Measure it on your own hardware with
+//! 0.92 on Intel Cascade Lake (one run), 0.63 on Intel Emerald Rapids (three runs; 31-32 ns
+//! against 49-50) and 0.63-0.67 on a guest with Sapphire Rapids' features (three runs; 43-55 ns
+//! against 69-82). Measure it on your own hardware with
 //! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"` in the repository.
 //!
 //! # Time that goes backwards

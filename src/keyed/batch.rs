@@ -45,7 +45,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// prefetch instructions start a chunk's fetches together; other targets have none that stable
     /// Rust can call, and there a batch waits for each key's lines in turn. A call has a fixed cost
     /// (its buffers, a clock reading): over 100k keys, a batch of one key costs 1.2 to 1.8
-    /// `check_key`s, and a batch of four 0.64 to 0.90 of `check_key` per key, but 0.99 to 1.02 on
+    /// `check_key`s, and a batch of four 0.61 to 0.90 of `check_key` per key, but 0.99 to 1.02 on
     /// the VM presented as QEMU's `EPYC` model (`cargo bench --bench paired -- "keyed 100k
     /// uniform"`; the upper ends since `check_key` runs the table's instructions inline). One run
     /// on a Zen 4 VM gave 1.96 and 0.94, where eight others on it gave 1.53 to 1.69 and 0.87 to
