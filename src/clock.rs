@@ -13,7 +13,7 @@
 //! guests of the crate's benchmarks, a keyed check over 100k keys took 0.86-0.92 of its
 //! `TscClock` time with a coarse clock on AMD Zen 3 (six runs; 41-57 ns a check on the TSC),
 //! 0.92 on Intel Cascade Lake (one run), 0.63 on Intel Emerald Rapids (three runs; 31-32 ns
-//! against 49-50) and 0.63-0.67 on a guest with Sapphire Rapids' features (three runs; 43-55 ns
+//! against 49-50) and 0.61-0.67 on a guest with Sapphire Rapids' features (four runs; 43-55 ns
 //! against 69-82). Measure it on your own hardware with
 //! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"` in the repository.
 //!
