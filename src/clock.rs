@@ -10,12 +10,14 @@
 //! | [`ManualClock`] | one relaxed load | exact: time moves only when told | tests, simulations, loom models |
 //!
 //! What `rdtsc` costs depends on the CPU, and with it what [`CoarseClock`] saves. On the 2-vCPU
-//! guests of the crate's benchmarks, a keyed check over 100k keys took 0.86-0.92 of its
-//! `TscClock` time with a coarse clock on AMD Zen 3 (six runs; 41-57 ns a check on the TSC),
-//! 0.92 on Intel Cascade Lake (one run), 0.63 on Intel Emerald Rapids (three runs; 31-32 ns
-//! against 49-50) and 0.61-0.67 on a guest with Sapphire Rapids' features (four runs; 43-55 ns
-//! against 69-82). Measure it on your own hardware with
-//! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"` in the repository.
+//! guests of the crate's benchmarks, a keyed check over 100k keys took 0.85-0.94 of its `TscClock`
+//! time with a coarse clock on AMD (Zen 3, Zen 4, Zen 5 and a guest presented as QEMU's `EPYC`
+//! model: twenty runs, 25-57 ns a check on the TSC), 0.92 on Intel Cascade Lake (one run),
+//! 0.59-0.65 on Intel Emerald Rapids (six runs; 31-47 ns against 49-75) and 0.60-0.67 on a guest
+//! with Sapphire Rapids' features (four runs; 43-55 ns against 69-82). The saving does not follow
+//! the clock read's nanoseconds: the Emerald Rapids guests saved as much with a 14 ns read as with
+//! a 27 ns one. Measure it on your own hardware with `cargo bench --bench paired -- "keyed 100k
+//! uniform: coarse clock"` in the repository.
 //!
 //! # Time that goes backwards
 //!
