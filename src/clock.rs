@@ -13,7 +13,7 @@
 //! guests of the crate's benchmarks, a keyed check over 100k keys took 0.85-0.94 of its `TscClock`
 //! time with a coarse clock on AMD (Zen 3, Zen 4, Zen 5 and a guest presented as QEMU's `EPYC`
 //! model: twenty runs, 25-57 ns a check on the TSC), 0.92 on Intel Cascade Lake (one run),
-//! 0.59-0.65 on Intel Emerald Rapids (six runs; 31-47 ns against 49-75) and 0.60-0.67 on a guest
+//! 0.59-0.65 on Intel Emerald Rapids (six runs; 31-47 ns against 49-75) and 0.60-0.69 on a guest
 //! with Sapphire Rapids' features (six runs; 43-72 ns against 69-103). The saving does not follow
 //! the clock read's nanoseconds: the Emerald Rapids guests saved as much with a 14 ns read as with
 //! a 27 ns one. Measure it on your own hardware with `cargo bench --bench paired -- "keyed 100k
