@@ -12,14 +12,10 @@
 #                                     # then the release tests once and their threaded ones in a
 #                                     # loop for a minute, then checks between other work (about
 #                                     # 7.5 minutes on 16 cores)
-#   benches/lent.sh keyed             # there: the one-thread rows of issue 3's targets alone
-#                                     # (1M and 100k keys against governor, the floors and
-#                                     # DRAM), then checks between other work over 1M and
-#                                     # 100k keys, with the four-line floor's: for a short
-#                                     # lease (about 3.5 minutes on 16 cores)
-#   benches/lent.sh pinned            # there: benches/pinned.rs (a hot key's denial, the clock
-#                                     # read, arithmetic) pinned to each CPU alone, twice, then
-#                                     # on every CPU at once, twice (about 45 s on 16 cores)
+#   benches/lent.sh keyed             # there: the one-thread keyed rows alone (1M and 100k
+#                                     # keys against governor, the floors and DRAM), then checks
+#                                     # between other work: for a short lease (about 3.5 minutes
+#                                     # on 16 cores)
 #
 # Each part runs under a time limit, in order of what matters most, so that a call stops inside
 # its lease with what it has. Rows run in fewer rounds than the 41 of a full run (21, or 15 where
@@ -62,14 +58,13 @@ for line in sys.stdin:
     if message.get("reason") == "compiler-artifact" and message.get("executable"):
         print(message["target"]["name"], message["executable"])'
     }
-    cargo bench --bench paired --bench pinned --no-run --message-format=json | executables |
+    cargo bench --bench paired --no-run --message-format=json | executables |
         while read -r name path; do strip -o "$lent/$name" "$path"; done
     cargo test --release --tests --no-run --message-format=json | executables |
         while read -r name path; do strip -o "$lent/tests/$name" "$path"; done
     git describe --always --dirty --abbrev=7 >"$lent/commit"
     du -sh "$lent"
-    echo "carry target/lent; there, run benches/lent.sh contention, then benches/lent.sh single" \
-        "(and benches/lent.sh pinned)"
+    echo "carry target/lent; there, run benches/lent.sh contention, then benches/lent.sh single"
     ;;
 contention)
     mkdir -p "$out"
@@ -79,8 +74,7 @@ contention)
         uname -r
     } >"$out/host.txt" 2>&1
     {
-        # Distinct keys took 111 s on 16 cores before the Mutex<HashMap> rows, which add about
-        # 20; the hot key 60 s before the busy-core and Mutex<HashMap> rows, which add about 30.
+        # About 130 s and 90 s on 16 cores.
         rows 200 21 "keyed distinct"
         rows 180 15 "keyed hot key"
         # "allow, N threads" names the one-limiter rows alone (the keyed ones say "key, N").
@@ -142,28 +136,6 @@ keyed)
         rows 120 15 "keyed 1M uniform: tollgate / " "keyed 100k uniform: tollgate / "
         rows 300 15 "keyed 1M uniform: between other work" "keyed 100k uniform: between other work"
     } 2>&1 | tee "$out/keyed.txt"
-    ;;
-pinned)
-    mkdir -p "$out"
-    # One process per figure line, so that each run lands afresh (its placement, its memory);
-    # pinned with Python's sched_setaffinity, which a bare machine has where taskset may not.
-    pin() {
-        python3 -c 'import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); os.execv(sys.argv[2], sys.argv[2:])' "$@"
-    }
-    cpus=$(nproc)
-    {
-        for pass in 1 2; do
-            for cpu in $(seq 0 $((cpus - 1))); do
-                echo "pass $pass alone cpu $cpu: $(pin "$cpu" "$lent/pinned")"
-            done
-        done
-        for pass in 1 2; do
-            for cpu in $(seq 0 $((cpus - 1))); do
-                echo "pass $pass all busy cpu $cpu: $(pin "$cpu" "$lent/pinned")" &
-            done
-            wait
-        done
-    } 2>&1 | tee "$out/pinned.txt"
     ;;
 *)
     # The usage: the comment block at the top of this file, whatever its length.
