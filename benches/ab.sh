@@ -39,7 +39,7 @@ keep, out = True, []
 for line in open(path):
     header = re.match(r"\s*\[\[?([^\]]+)\]\]?", line)
     if header:
-        keep = header.group(1) in ("package", "dependencies", "lints.rust") or "tollgate_loom" in line
+        keep = header.group(1) in ("package", "features", "dependencies", "lints.rust") or "tollgate_loom" in line
     if keep:
         out.append(line)
 text = "".join(out).replace('name = "tollgate"', f'name = "tollgate_{side}"', 1)

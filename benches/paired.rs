@@ -539,7 +539,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
             || time_batches(&seq, &mut b, 64, |keys| check_batch(&tollgate, keys)),
         );
         // A quota per request (tiers), here the table's own, against the same decisions without.
-        let quota = *tollgate.algorithm();
+        let (quota, _) = keyed_quotas();
         paired(
             &format!("keyed {label}: decide_keys_with / decide_keys (batches of 64)"),
             || {

@@ -235,10 +235,14 @@ fn main() {
     let premium = Quota::per_second(1_000)
         .and_then(|q| q.with_burst(200))
         .expect("valid quota");
-    let tiers = [Gcra::from(free), Gcra::from(premium)];
+    let tiers = [free, premium];
     let is_premium = |client: u64| client % 16 == 0;
     let tier = |client: u64| &tiers[usize::from(is_premium(client))];
-    let per_client = per_client_table();
+    let per_client = KeyedRateLimiter::<u64>::builder(Gcra::from(free))
+        .tier(premium)
+        .capacity(clients as usize)
+        .build()
+        .expect("allocates");
     let o = hammer_batches(
         |batch| {
             let requests = batch.iter().map(|c| (c, tier(*c), 1));

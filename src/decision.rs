@@ -8,8 +8,9 @@ use crate::clock::Nanos;
 /// The full answer to one request: whether it was admitted, and the numbers a server puts in its
 /// `RateLimit-*` and `Retry-After` headers.
 ///
-/// A cost of 0 is a pure peek: it is always admitted, changes nothing, and reports the state as it
-/// stands ([`RateLimiter::peek`](crate::RateLimiter::peek)).
+/// A decision also comes from a peek ([`RateLimiter::peek_n`](crate::RateLimiter::peek_n)),
+/// which says whether a request would be admitted now, and when it would be if not, without
+/// changing anything.
 ///
 /// # HTTP headers
 ///
@@ -76,19 +77,22 @@ use crate::clock::Nanos;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[must_use = "a decision does nothing by itself: act on `is_allowed()`"]
 pub struct Decision {
-    /// 1 if admitted, 0 if not. A whole word rather than a `bool`: with a `bool`, a `Decision`
-    /// has seven bytes of padding, and the copies that carry it out of the compare-and-swap loop
-    /// (in tuples and `Result`s) moved them with overlapping 4-byte loads and stores; a load that
-    /// overlaps two earlier stores cannot take its data from them (store-to-load forwarding
-    /// fails, a stall of a dozen cycles or more). In one paired run
-    /// (`cargo bench --bench paired -- "keyed 100k uniform"`), `decide_key` took 1.39 times as
-    /// long as `check_key` with the `bool` and 1.15 with the word.
-    allowed: u64,
+    /// [`ALLOWED`] and [`OVERFLOW`]. A whole word rather than two `bool`s: with `bool`s, a
+    /// `Decision` has padding, and the copies that carry it out of the compare-and-swap loop (in
+    /// tuples and `Result`s) moved it with overlapping loads and stores, which defeat
+    /// store-to-load forwarding (a stall of a dozen cycles or more): `decide_key` took about a
+    /// fifth longer (`cargo bench --bench paired -- "keyed 100k uniform: decide_key"`).
+    flags: u64,
     remaining: u64,
     retry_after: Nanos,
     reset_after: Nanos,
     limit: u64,
 }
+
+/// [`Decision::flags`]: the request was admitted.
+const ALLOWED: u64 = 1;
+/// [`Decision::flags`]: the key found no room in its table, and the overflow policy decided.
+const OVERFLOW: u64 = 2;
 
 impl Decision {
     /// Assembles a decision; algorithms are the only callers.
@@ -100,7 +104,7 @@ impl Decision {
         limit: u64,
     ) -> Decision {
         Decision {
-            allowed: allowed as u64, // 0 or 1
+            flags: allowed as u64 * ALLOWED,
             remaining,
             retry_after,
             reset_after,
@@ -113,15 +117,38 @@ impl Decision {
     /// retry and the reset time (a reset time of 0 beside nothing remaining would tell a client
     /// to come straight back).
     pub(crate) const fn no_room(wait: Nanos, limit: u64) -> Decision {
-        Decision::new(false, 0, wait, wait, limit)
+        Decision::new(false, 0, wait, wait, limit).overflowed()
+    }
+
+    /// This decision, marked as the overflow policy's: the key found no room.
+    pub(crate) const fn overflowed(mut self) -> Decision {
+        self.flags |= OVERFLOW;
+        self
+    }
+
+    /// What a peek reports: whether the request of `request` (a decision that was not applied)
+    /// would be admitted and when it would be, beside the state as it stands (`now`, the same
+    /// state's decision for a cost of 0): what remains and when it is fresh, nothing consumed.
+    pub(crate) const fn peeked(request: Decision, now: Decision) -> Decision {
+        Decision {
+            flags: request.flags,
+            remaining: now.remaining,
+            retry_after: request.retry_after,
+            reset_after: now.reset_after,
+            limit: now.limit,
+        }
     }
 
     /// The decision as a `check` result: `Ok`, or the denial with its wait.
     pub(crate) const fn into_check(self) -> Result<(), Denied> {
-        if self.allowed != 0 {
+        if self.is_allowed() {
             Ok(())
         } else {
-            Err(Denied::new(self.retry_after))
+            Err(if self.is_overflow() {
+                Denied::no_room(self.retry_after)
+            } else {
+                Denied::new(self.retry_after)
+            })
         }
     }
 
@@ -134,7 +161,37 @@ impl Decision {
     /// ```
     #[must_use]
     pub const fn is_allowed(&self) -> bool {
-        self.allowed != 0
+        self.flags & ALLOWED != 0
+    }
+
+    /// Whether the key found no room in its table (a [`KeyedRateLimiter`](crate::KeyedRateLimiter)
+    /// or [`KeyedSlidingLog`](crate::KeyedSlidingLog) full of live keys), so that the table's
+    /// [`Overflow`](crate::Overflow) policy decided, not the key's quota: a denial for want of
+    /// room, or, under [`Overflow::Allow`](crate::Overflow::Allow), an admission that was not
+    /// recorded. A server logs and alerts on these apart from rate-limit denials: they say the
+    /// table is too small for the keys it is asked to hold, or that someone is flooding it.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
+    ///
+    /// // One group of slots, full of keys that are being limited.
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(1).unwrap()))
+    ///     .capacity(1)
+    ///     .overflow(Overflow::Deny)
+    ///     .build()
+    ///     .unwrap();
+    /// let slots = limiter.stats().slots as u64;
+    /// for key in 0..slots {
+    ///     assert!(limiter.check_key(&key).is_ok());
+    /// }
+    /// let limited = limiter.decide_key(&0, 1).unwrap();
+    /// assert!(!limited.is_allowed() && !limited.is_overflow()); // its own quota
+    /// let no_room = limiter.decide_key(&slots, 1).unwrap();
+    /// assert!(!no_room.is_allowed() && no_room.is_overflow()); // the table is full
+    /// ```
+    #[must_use]
+    pub const fn is_overflow(&self) -> bool {
+        self.flags & OVERFLOW != 0
     }
 
     /// The cost that could still be admitted right now, after this decision took effect.
@@ -233,11 +290,47 @@ impl fmt::Debug for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Decision")
             .field("allowed", &self.is_allowed())
+            .field("overflow", &self.is_overflow())
             .field("remaining", &self.remaining)
-            .field("retry_after", &self.retry_after)
-            .field("reset_after", &self.reset_after)
+            .field("retry_after", &self.retry_after())
+            .field("reset_after", &self.reset_after())
             .field("limit", &self.limit)
             .finish()
+    }
+}
+
+/// One line for a log: the outcome, what remains of the limit, and the times.
+///
+/// ```
+/// use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(2).unwrap()), &clock);
+/// assert_eq!(limiter.decide(1).unwrap().to_string(), "allowed: 1 of 2 remaining, full in 500ms");
+/// limiter.decide(1).unwrap();
+/// assert_eq!(
+///     limiter.decide(1).unwrap().to_string(),
+///     "denied: retry after 500ms; 0 of 2 remaining, full in 1s"
+/// );
+/// ```
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.is_allowed(), self.is_overflow()) {
+            (true, false) => f.write_str("allowed")?,
+            (true, true) => f.write_str("allowed unrecorded (no room for the key)")?,
+            (false, false) => write!(f, "denied: retry after {:?}", self.retry_after())?,
+            (false, true) => write!(
+                f,
+                "denied: no room for the key; retry after {:?}",
+                self.retry_after()
+            )?,
+        }
+        f.write_str(if self.is_allowed() { ": " } else { "; " })?;
+        write!(f, "{} of {} remaining", self.remaining, self.limit)?;
+        if self.reset_after.as_nanos() > 0 {
+            write!(f, ", full in {:?}", self.reset_after())?;
+        }
+        Ok(())
     }
 }
 
@@ -250,14 +343,57 @@ impl fmt::Debug for Decision {
 /// let denied = limiter.check().unwrap_err();
 /// assert!(denied.retry_after() > std::time::Duration::from_secs(3599));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Denied {
-    retry_after: Nanos,
+    /// The wait in nanoseconds, at most [`Nanos::MAX`], and in the top bit, which that leaves
+    /// free, whether the denial was for want of room. One word, as the wait alone was: a wider
+    /// `Denied` made every check's `Result` wider, and a keyed check a few percent slower
+    /// (`benches/ab.sh`).
+    word: u64,
 }
 
+/// [`Denied::word`]: the key found no room.
+const NO_ROOM: u64 = 1 << 63;
+
 impl Denied {
+    /// A denial by the key's quota.
     pub(crate) const fn new(retry_after: Nanos) -> Denied {
-        Denied { retry_after }
+        Denied {
+            word: retry_after.as_nanos(),
+        }
+    }
+
+    /// A denial for want of room in a keyed table (see [`Decision::is_overflow`]).
+    pub(crate) const fn no_room(retry_after: Nanos) -> Denied {
+        Denied {
+            word: retry_after.as_nanos() | NO_ROOM,
+        }
+    }
+
+    /// The wait.
+    const fn wait(&self) -> Nanos {
+        Nanos::from_nanos(self.word & !NO_ROOM)
+    }
+
+    /// Whether the key was denied because it found no room in its table, not by its quota (see
+    /// [`Decision::is_overflow`]).
+    ///
+    /// ```
+    /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
+    ///
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(1).unwrap()))
+    ///     .capacity(1)
+    ///     .overflow(Overflow::Deny)
+    ///     .build()
+    ///     .unwrap();
+    /// let slots = limiter.stats().slots as u64;
+    /// (0..slots).for_each(|key| limiter.check_key(&key).unwrap());
+    /// assert!(!limiter.check_key(&0).unwrap_err().is_overflow());
+    /// assert!(limiter.check_key(&slots).unwrap_err().is_overflow());
+    /// ```
+    #[must_use]
+    pub const fn is_overflow(&self) -> bool {
+        self.word & NO_ROOM != 0
     }
 
     /// How long until the same request would be admitted, if nothing else is admitted in
@@ -273,7 +409,7 @@ impl Denied {
     /// ```
     #[must_use]
     pub const fn retry_after(&self) -> Duration {
-        self.retry_after.as_duration()
+        self.wait().as_duration()
     }
 
     /// [`retry_after`](Denied::retry_after) in whole seconds, rounded up: the value of an HTTP
@@ -289,7 +425,7 @@ impl Denied {
     /// ```
     #[must_use]
     pub const fn retry_after_secs(&self) -> u64 {
-        whole_seconds_rounded_up(self.retry_after)
+        whole_seconds_rounded_up(self.wait())
     }
 }
 
@@ -299,9 +435,23 @@ const fn whole_seconds_rounded_up(time: Nanos) -> u64 {
     time.as_nanos().div_ceil(1_000_000_000)
 }
 
+impl fmt::Debug for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Denied")
+            .field("retry_after", &self.retry_after())
+            .field("overflow", &self.is_overflow())
+            .finish()
+    }
+}
+
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rate limited: retry after {:?}", self.retry_after())
+        if self.is_overflow() {
+            f.write_str("no room for the key in its table: ")?;
+        } else {
+            f.write_str("rate limited: ")?;
+        }
+        write!(f, "retry after {:?}", self.retry_after())
     }
 }
 
@@ -437,16 +587,75 @@ mod tests {
 
     #[test]
     fn a_decision_is_five_words_without_padding() {
-        // See the `allowed` field: no padding for copies to move piecemeal.
+        // See the `flags` field: no padding for copies to move piecemeal.
         assert_eq!(core::mem::size_of::<Decision>(), 5 * 8);
-        let d = Decision::new(true, 3, Nanos::ZERO, Nanos::from_nanos(7), 10);
-        assert!(d.is_allowed());
+        let d = Decision::new(true, 3, Nanos::ZERO, Nanos::from_nanos(7_000_000), 10);
+        assert!(d.is_allowed() && !d.is_overflow());
         assert!(!Decision::new(false, 3, Nanos::ZERO, Nanos::ZERO, 10).is_allowed());
         assert_eq!(
             format!("{d:?}"),
-            "Decision { allowed: true, remaining: 3, retry_after: Nanos(0), \
-             reset_after: Nanos(7), limit: 10 }"
+            "Decision { allowed: true, overflow: false, remaining: 3, retry_after: 0ns, \
+             reset_after: 7ms, limit: 10 }"
         );
+        let no_room = Decision::no_room(Nanos::from_nanos(1_500), 4);
+        assert!(!no_room.is_allowed() && no_room.is_overflow());
+        assert_eq!(
+            no_room.into_check(),
+            Err(Denied::no_room(Nanos::from_nanos(1_500)))
+        );
+        assert_eq!(
+            format!("{:?}", no_room.into_check().unwrap_err()),
+            "Denied { retry_after: 1.5µs, overflow: true }"
+        );
+        let unrecorded = d.overflowed();
+        assert!(unrecorded.is_allowed() && unrecorded.is_overflow());
+    }
+
+    /// One line for each kind of decision, with every number it carries.
+    #[test]
+    fn decisions_display_as_one_line() {
+        let ms = |n: u64| Nanos::from_nanos(n * 1_000_000);
+        for (decision, text) in [
+            (
+                Decision::new(true, 3, Nanos::ZERO, ms(700), 10),
+                "allowed: 3 of 10 remaining, full in 700ms",
+            ),
+            (
+                Decision::new(true, 10, Nanos::ZERO, Nanos::ZERO, 10),
+                "allowed: 10 of 10 remaining",
+            ),
+            (
+                Decision::new(false, 0, ms(250), ms(1_250), 5),
+                "denied: retry after 250ms; 0 of 5 remaining, full in 1.25s",
+            ),
+            (
+                Decision::no_room(ms(40), 5),
+                "denied: no room for the key; retry after 40ms; 0 of 5 remaining, full in 40ms",
+            ),
+            (
+                Decision::new(true, 4, Nanos::ZERO, ms(200), 5).overflowed(),
+                "allowed unrecorded (no room for the key): 4 of 5 remaining, full in 200ms",
+            ),
+        ] {
+            assert_eq!(decision.to_string(), text);
+        }
+    }
+
+    /// A peek reports the request's outcome and wait beside the state as it stands.
+    #[test]
+    fn a_peek_is_the_request_beside_the_state() {
+        let request = Decision::new(false, 1, Nanos::from_nanos(300), Nanos::from_nanos(900), 4);
+        let now = Decision::new(true, 1, Nanos::ZERO, Nanos::from_nanos(900), 4);
+        let peek = Decision::peeked(request, now);
+        assert_eq!(
+            (
+                peek.is_allowed(),
+                peek.remaining(),
+                peek.retry_after().as_nanos()
+            ),
+            (false, 1, 300)
+        );
+        assert_eq!((peek.reset_after().as_nanos(), peek.limit()), (900, 4));
     }
 
     /// Whole seconds round up at every boundary: 0 stays 0, a nanosecond past a second is two.
@@ -480,6 +689,10 @@ mod tests {
     fn errors_say_why_once() {
         let denied = Denied::new(Nanos::from_nanos(1_500_000));
         assert_eq!(denied.to_string(), "rate limited: retry after 1.5ms");
+        assert_eq!(
+            Denied::no_room(Nanos::from_nanos(2_000)).to_string(),
+            "no room for the key in its table: retry after 2µs"
+        );
         let never = InsufficientCapacity::new(6, 5);
         let never_text = "a cost of 6 exceeds the capacity of 5 and can never be admitted";
         assert_eq!(never.to_string(), never_text);

@@ -3,6 +3,8 @@
 //! tollgate decides whether a request may pass in a few nanoseconds, from any number of threads,
 //! without a lock: each limiter's state is one packed 64-bit word updated by compare-and-swap,
 //! the decision is a pure function of that word, and the clock is the CPU's time-stamp counter.
+//! Keyed limiters hold one such word per client in a table whose memory is fixed when it is
+//! built.
 //!
 //! # Quick start
 //!
@@ -23,12 +25,11 @@
 //!
 //! // Variable cost (bytes, tokens), with everything a response header needs.
 //! let decision = limiter.decide(5)?;
-//! println!(
-//!     "allowed={} remaining={} reset in {:?}",
-//!     decision.is_allowed(),
-//!     decision.remaining(),
-//!     decision.reset_after()
-//! );
+//! println!("{decision}"); // allowed: 14 of 20 remaining, full in 60ms
+//!
+//! // Would 20 more pass now? A peek changes nothing.
+//! let peek = limiter.peek_n(20)?;
+//! assert!(!peek.is_allowed());
 //! # Ok(())
 //! # }
 //! ```
@@ -45,8 +46,10 @@
 //! // 10 per second per client IP, bursts of 20, for up to a million clients at once.
 //! let per_ip = KeyedRateLimiter::<IpAddr>::gcra(Quota::per_second(10)?.with_burst(20)?, 1_000_000)?;
 //! let client: IpAddr = "198.51.100.23".parse()?;
-//! if per_ip.check_key(&client).is_err() {
-//!     // 429
+//! match per_ip.check_key(&client) {
+//!     Ok(()) => { /* serve */ }
+//!     Err(denied) if denied.is_overflow() => { /* 503: the table is full; alert */ }
+//!     Err(_) => { /* 429 */ }
 //! }
 //! assert!(per_ip.memory() <= 24 * 1_000_000);
 //! # Ok(())
@@ -55,22 +58,10 @@
 //!
 //! [`KeyedRateLimiter`] keeps each key's packed state in a lock-free table of 16-byte slots:
 //! **23.5 bytes per key of capacity for any key type** (the key itself is never stored, only its
-//! 64-bit hash), allocated once; a key whose state is back to fresh is reused in place, so memory
-//! never grows and there is nothing to clean up. Two keys share a state only if their 64-bit
-//! hashes collide: about `n² / 2^65` for `n` live keys (one in 37 million for a million keys),
-//! with hashes seeded at random per limiter so collisions cannot be aimed. When a key's probe
-//! groups are full of live keys an [`Overflow`] policy applies, and a key that is being limited
-//! never gets its quota back because others flooded in. GCRA tables take a per-call quota for
-//! tiers ([`KeyedRateLimiter::check_key_with`]), and forget one key on request
-//! ([`KeyedRateLimiter::reset_key`]: a block lifted, a login limit cleared by a successful
-//! login) or every key ([`KeyedRateLimiter::reset`]). A server that receives requests in
-//! batches can decide them with [`KeyedRateLimiter::check_keys`] (or, with a cost and a full
-//! decision per request, [`KeyedRateLimiter::decide_keys`], and with a tier's quota per request
-//! too, [`KeyedRateLimiter::decide_keys_with`]), which overlaps their table lookups: over a table
-//! larger than the caches, a fraction of a memory latency per key instead of one. One key at a
-//! time, [`KeyedRateLimiter::prefetch_key`] starts fetching a key's state as soon as a server
-//! learns the key (on accept, say), so that the fetch overlaps the server's own work before the
-//! check.
+//! hash), allocated once; a key whose state is back to fresh is reused in place, so memory never
+//! grows and there is nothing to clean up. How to size the capacity, what happens when the table
+//! is full ([`Overflow`]), tiers of quotas in one table ([`KeyedRateLimiter::check_key_with`]),
+//! resets and batches ([`KeyedRateLimiter::check_keys`]) are in [`KeyedRateLimiter`]'s docs.
 //!
 //! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
 //! locked shards, at most `limit` timestamps per key, a bounded number of keys.
@@ -80,11 +71,27 @@
 //! | you want | use |
 //! |---|---|
 //! | a rate with bursts: almost always | [`Gcra`] ([`RateLimiter::gcra`]): exact, smooth, cheapest. It *is* the token bucket and the leaky bucket as a meter. |
-//! | "N per minute" as clients count it, without boundary bursts | [`SlidingWindow`] ([`RateLimiter::sliding_window`]) |
+//! | "N per minute" as clients count it, without boundary bursts | [`SlidingWindow`] ([`RateLimiter::sliding_window`]): never above the limit on evenly spaced traffic; an estimate on bursty traffic (`cargo run --release --example accuracy` measures it against the exact log) |
 //! | the classic fixed window, for comparison or compatibility | [`FixedWindow`] ([`RateLimiter::fixed_window`]): admits up to twice the limit across a boundary |
 //! | an exact "N per day" on a low-frequency action | [`KeyedSlidingLog`]: exact, a few timestamps per key, behind a lock per shard |
 //!
 //! The [`algorithm`] module documents each packed word bit by bit, and its transition.
+//!
+//! # Errors
+//!
+//! Nothing panics on any input. Each concept has its error, and each message names the bad value:
+//!
+//! - [`QuotaError`]: a [`Quota`] that cannot be represented (a limit of 0, more than one request
+//!   per nanosecond, a burst too long).
+//! - [`BuildError`]: a limiter that cannot be built: a quota its algorithm's word cannot pack, a
+//!   capacity of 0 or too large to allocate, too many tiers. Every fallible limiter constructor
+//!   and builder returns it.
+//! - [`Denied`] (from `check`): not now, retry after a wait; [`Denied::is_overflow`] tells a
+//!   key that found no room in a full table from one over its limit.
+//! - [`InsufficientCapacity`]: a cost that can never fit; [`CheckError`] is either of the two.
+//!
+//! Clocks that jump backwards are decided conservatively (see [`clock`]), and a cost of 0 is
+//! admitted without changing anything.
 //!
 //! # Layers
 //!
@@ -99,10 +106,12 @@
 //! - [`algorithm`]: [`Gcra`], [`SlidingWindow`], [`FixedWindow`]: pure transitions over a `u64`.
 //! - the stores (private): the cache-padded atomic word and its compare-and-swap loop, and the
 //!   keyed slot table of 128-bit `(tag, state)` slots; their `# Orderings` section argues every
-//!   memory ordering.
+//!   memory ordering, and the [implementation notes](implementation) the table's protocol.
 //! - [`RateLimiter`] and [`KeyedRateLimiter`]: the public types joining them; [`KeyedSlidingLog`]
 //!   for the exact log.
-//! - [`reference`](mod@reference): obviously-correct models the algorithms are tested against.
+//! - `reference` (with the `reference` feature): obviously-correct models of every algorithm,
+//!   and harnesses that replay a limiter against them, for tests of this crate and of other
+//!   backends.
 //!
 //! # Consistency
 //!
@@ -110,8 +119,8 @@
 //!
 //! - **Linearizable decisions.** Every admission is computed from the state left by all the
 //!   admissions before it, in the order their compare-and-swaps took effect. The outcome of any
-//!   run is the outcome of the [`reference`](mod@reference) model fed the same requests, one at a
-//!   time, in that order, each with the time stamp its caller read. No admission is ever lost or
+//!   run is the outcome of the reference model fed the same requests, one at a time, in that
+//!   order, each with the time stamp its caller read. No admission is ever lost or
 //!   double-counted: the stress tests assert exact counts from many threads at frozen time, and
 //!   loom checks every interleaving of small cases.
 //! - **Time stamps are read before the loop.** A request's time is its caller's clock reading,
@@ -124,12 +133,6 @@
 //!   having arrived a few nanoseconds earlier.
 //! - **No starvation guarantees.** A thread whose compare-and-swap keeps losing retries; the loop
 //!   is lock-free (some thread always succeeds), not wait-free.
-//!
-//! # Bad input
-//!
-//! Nothing panics on any input. Invalid quotas are a [`QuotaError`] naming the bad value, a cost
-//! that can never fit is an [`InsufficientCapacity`] error distinct from a denial, a cost of 0 is
-//! a peek, and clocks that jump backwards are decided conservatively (see [`clock`]).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
@@ -137,9 +140,13 @@
 pub mod algorithm;
 pub mod clock;
 mod decision;
+mod error;
+#[doc = include_str!("implementation.md")]
+pub mod implementation {}
 pub mod keyed;
 mod limiter;
 pub mod quota;
+#[cfg(feature = "reference")]
 pub mod reference;
 pub mod sliding_log;
 mod store;
@@ -148,14 +155,14 @@ mod sync;
 pub use algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 pub use clock::{Clock, CoarseClock, ManualClock, Nanos, TscClock};
 pub use decision::{CheckError, Decision, Denied, InsufficientCapacity};
+pub use error::BuildError;
 pub use keyed::{
-    CheckKeys, DecideKeys, DecideKeysWith, DefaultKeyHasher, KeyedBuilder, KeyedError,
-    KeyedRateLimiter,
+    CheckKeys, DecideKeys, DecideKeysWith, DefaultKeyHasher, KeyedBuilder, KeyedRateLimiter,
 };
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
 pub use sliding_log::{KeyedSlidingLog, SlidingLog, SlidingLogBuilder};
-pub use store::{CapacityError, KeyedStats, Overflow};
+pub use store::{KeyedStats, Overflow};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

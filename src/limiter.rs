@@ -5,7 +5,8 @@ use core::fmt;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 use crate::clock::{Clock, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
-use crate::quota::{Quota, QuotaError};
+use crate::error::BuildError;
+use crate::quota::Quota;
 use crate::store::StateCell;
 
 /// A lock-free rate limiter with one state: a whole service, one upstream, one queue.
@@ -64,7 +65,8 @@ impl RateLimiter<SlidingWindow, TscClock> {
     ///
     /// # Errors
     ///
-    /// The limit does not fit the packed word with this window (see [`SlidingWindow::new`]).
+    /// [`BuildError::Quota`] if the limit does not fit the packed word with this window (see
+    /// [`SlidingWindow::new`]).
     ///
     /// ```
     /// # use tollgate::{Quota, RateLimiter};
@@ -74,7 +76,7 @@ impl RateLimiter<SlidingWindow, TscClock> {
     /// ```
     pub fn sliding_window(
         quota: Quota,
-    ) -> Result<RateLimiter<SlidingWindow, TscClock>, QuotaError> {
+    ) -> Result<RateLimiter<SlidingWindow, TscClock>, BuildError> {
         Ok(RateLimiter::new(SlidingWindow::new(&quota)?))
     }
 }
@@ -84,14 +86,15 @@ impl RateLimiter<FixedWindow, TscClock> {
     ///
     /// # Errors
     ///
-    /// The limit does not fit the packed word with this window (see [`FixedWindow::new`]).
+    /// [`BuildError::Quota`] if the limit does not fit the packed word with this window (see
+    /// [`FixedWindow::new`]).
     ///
     /// ```
     /// # use tollgate::{Quota, RateLimiter};
     /// let limiter = RateLimiter::fixed_window(Quota::per_second(3).unwrap()).unwrap();
     /// assert!(limiter.check_n(3).is_ok());
     /// ```
-    pub fn fixed_window(quota: Quota) -> Result<RateLimiter<FixedWindow, TscClock>, QuotaError> {
+    pub fn fixed_window(quota: Quota) -> Result<RateLimiter<FixedWindow, TscClock>, BuildError> {
         Ok(RateLimiter::new(FixedWindow::new(&quota)?))
     }
 }
@@ -173,7 +176,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     }
 
     /// Decides a request of `cost` and reports everything about it: admitted or not, what
-    /// remains, when to retry, when the state resets. A cost of 0 is a pure peek.
+    /// remains, when to retry, when the state resets. A cost of 0 is always admitted and
+    /// changes nothing.
     ///
     /// Slightly more expensive than [`check_n`](RateLimiter::check_n), which skips computing the
     /// numbers (a division or two).
@@ -197,19 +201,57 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
             .update(|word| self.algorithm.decide(word, now, cost)))
     }
 
-    /// The state as it stands, without changing it: the [`Decision`] for a cost of 0.
-    /// `remaining()` says how much would be admitted right now.
+    /// Whether one request would be admitted now, and if not, when it would be, without
+    /// changing anything: [`peek_n`](RateLimiter::peek_n) for a cost of 1.
     ///
     /// ```
-    /// # use tollgate::{Quota, RateLimiter};
-    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+    /// # use std::time::Duration;
+    /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(5).unwrap()), &clock);
     /// limiter.check_n(2).unwrap();
     /// assert_eq!(limiter.peek().remaining(), 3);
-    /// assert_eq!(limiter.peek().remaining(), 3);
+    /// assert_eq!(limiter.peek().remaining(), 3); // a peek consumes nothing
+    /// limiter.check_n(3).unwrap();
+    /// let peek = limiter.peek();
+    /// assert!(!peek.is_allowed());
+    /// assert_eq!(peek.retry_after(), Duration::from_millis(200));
     /// ```
     pub fn peek(&self) -> Decision {
+        self.peek_at(1)
+    }
+
+    /// Whether a request of `cost` would be admitted now, and if not, when it would be, without
+    /// changing anything. The decision's [`is_allowed`](Decision::is_allowed) and
+    /// [`retry_after`](Decision::retry_after) are the request's; [`remaining`](Decision::remaining)
+    /// and [`reset_after`](Decision::reset_after) describe the state as it stands, since nothing
+    /// is consumed.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] if the cost exceeds the capacity and can never fit.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(10).unwrap()), &clock);
+    /// limiter.check_n(8).unwrap();
+    /// assert!(limiter.peek_n(2).unwrap().is_allowed());
+    /// let peek = limiter.peek_n(5).unwrap();
+    /// assert!(!peek.is_allowed());
+    /// assert_eq!(peek.remaining(), 2);
+    /// assert_eq!(peek.retry_after(), Duration::from_millis(300)); // 3 more to come back
+    /// assert!(limiter.peek_n(11).is_err());
+    /// ```
+    pub fn peek_n(&self, cost: u64) -> Result<Decision, InsufficientCapacity> {
+        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
+        Ok(self.peek_at(cost))
+    }
+
+    fn peek_at(&self, cost: u64) -> Decision {
         let now = self.clock.now();
-        self.algorithm.decide(self.state.load(), now, 0).0
+        crate::algorithm::peek(&self.algorithm, self.state.load(), now, cost)
     }
 
     /// Forgets everything admitted so far: the next request is decided as a new limiter's. For a

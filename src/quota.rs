@@ -60,7 +60,7 @@ const MAX_TOLERANCE_NANOS: u64 = 1 << 62;
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     limit: u64,
     period: u64,
@@ -309,6 +309,26 @@ impl Quota {
     pub(crate) const fn tolerance_nanos(&self) -> u64 {
         // Checked against MAX_TOLERANCE in `with_burst`, the only place a burst is set.
         self.burst * self.emission_interval
+    }
+}
+
+/// The limit and burst as counts, the times as durations.
+///
+/// ```
+/// let quota = tollgate::Quota::per_second(4).unwrap().with_burst(2).unwrap();
+/// assert_eq!(
+///     format!("{quota:?}"),
+///     "Quota { limit: 4, period: 1s, burst: 2, emission_interval: 250ms }"
+/// );
+/// ```
+impl fmt::Debug for Quota {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Quota")
+            .field("limit", &self.limit)
+            .field("period", &self.period())
+            .field("burst", &self.burst)
+            .field("emission_interval", &self.emission_interval())
+            .finish()
     }
 }
 

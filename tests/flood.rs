@@ -1,6 +1,7 @@
 //! A flood of new keys: 10 million distinct keys streamed through a table sized for 1 million,
 //! while one hot key is held over its limit. The hot key is never readmitted early, and the
-//! flood allocates nothing: memory does not grow.
+//! flood allocates nothing: memory does not grow. And new legitimate clients under a flood that
+//! holds twice the table's capacity: the default policy lets every one of them in.
 //!
 //! This file is its own test binary because it installs a counting global allocator.
 
@@ -69,9 +70,10 @@ fn flood(policy: Overflow) -> (Vec<u64>, u64) {
         .hasher(ahash::RandomState::with_seeds(7, 11, 13, 17))
         .build()
         .unwrap();
-    // The hot key: one request per 2.5 s (a premium-style tier in the same table), asked for
-    // every millisecond, so it is denied almost always: always over its limit.
-    let hot = Gcra::from(Quota::new(1, Duration::from_millis(2_500)).unwrap());
+    // The hot key: one request per 2.5 s (a quota of its own, which the table was not told of,
+    // so its entry is never evicted while live), asked for every millisecond, so it is denied
+    // almost always: always over its limit.
+    let hot = Quota::new(1, Duration::from_millis(2_500)).unwrap();
     let mut admitted_at = Vec::with_capacity(16);
 
     ALLOCATED.store(0, Ordering::Relaxed);
@@ -127,4 +129,55 @@ fn hot_key_survives_a_flood_under_every_policy() {
     check_hot(Overflow::Deny);
     check_hot(Overflow::EvictLeastConstrained);
     check_hot(Overflow::Allow);
+}
+
+/// New legitimate clients under a flood of one-request keys, twice as many live as the table
+/// holds (20 a millisecond, live 100 ms each, against a capacity of 1 000), for 2 s: a new client
+/// arrives every millisecond and sends a request every 200 ms, within its quota of 10 a second;
+/// an abuser sends one every millisecond. Under the default policy, which evicts flood keys
+/// (none of them is being limited), every client request is admitted; under `Deny` every one
+/// refused is refused for want of room. Under both the abuser, being limited, keeps its state:
+/// its burst of 10 and one per 100 ms after, at 100, 200, ..., 1 900 ms: 29.
+#[test]
+fn new_clients_get_in_through_a_flood_under_the_default_policy() {
+    for policy in [Overflow::default(), Overflow::Deny] {
+        let clock = ManualClock::new();
+        let quota = Quota::per_second(10).unwrap();
+        let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(quota))
+            .capacity(1_000)
+            .overflow(policy)
+            .clock(&clock)
+            .build()
+            .unwrap();
+        const ABUSER: u64 = 0;
+        let (mut sent, mut refused, mut by_quota, mut abuser) = (0, 0, 0, 0);
+        let mut flood_key = 1 << 40;
+        for ms in 0..2_000u64 {
+            for _ in 0..20 {
+                flood_key += 1;
+                let _ = limiter.check_key(&flood_key);
+            }
+            for client in (1..=ms + 1).filter(|c| (ms + 1 - c) % 200 == 0) {
+                sent += 1;
+                if let Err(denied) = limiter.check_key(&client) {
+                    refused += 1;
+                    by_quota += u64::from(!denied.is_overflow());
+                }
+            }
+            abuser += u64::from(limiter.check_key(&ABUSER).is_ok());
+            clock.advance(Duration::from_millis(1));
+        }
+        assert_eq!(
+            sent,
+            (1..=2_000u64).map(|c| (2_000 - c) / 200 + 1).sum::<u64>()
+        );
+        assert_eq!(
+            by_quota, 0,
+            "{policy:?}: a client within its quota was limited"
+        );
+        if policy == Overflow::default() {
+            assert_eq!(refused, 0, "{policy:?}");
+        }
+        assert_eq!(abuser, 29, "{policy:?}");
+    }
 }

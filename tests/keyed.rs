@@ -177,12 +177,13 @@ proptest! {
     }
 
     /// Tiers in one GCRA table, under every overflow policy: keys are asked under three random
-    /// quotas, a third of them under each, two tiers through `decide_key_with` and the table's
-    /// own through `decide_key`. Whichever leaves the least time after one request, no key
-    /// being limited under its own quota is evicted: the table judges entries by its own quota
-    /// and every tier's it has been asked with. [`KeyedDifferential`] checks every request as
-    /// the replays above do, each key against a limiter of its own quota; one op in 20 is a
-    /// reset of its key, one in 200 of every key.
+    /// quotas, a third of them under each: a declared tier and an undeclared quota through
+    /// `decide_key_with`, and the table's own through `decide_key`. Whichever leaves the least
+    /// time after one request, no key being limited under its own quota is evicted: the table
+    /// judges each entry by the quota of its own tier, and never evicts a live entry of an
+    /// undeclared one. [`KeyedDifferential`] checks every request as the replays above do, each
+    /// key against a limiter of its own quota; one op in 20 is a reset of its key, one in 200
+    /// of every key.
     #[test]
     fn tiers_under_reuse_overflow_and_eviction_are_exact(
         seed in any::<u64>(),
@@ -192,11 +193,19 @@ proptest! {
     ) {
         let [own, tiers @ ..] = quotas.map(|(limit, period_ms, burst)| {
             let quota = Quota::new(limit, Duration::from_millis(period_ms)).unwrap();
-            Gcra::from(quota.with_burst(burst).unwrap())
+            quota.with_burst(burst).unwrap()
         });
         let overflow = [Overflow::Deny, Overflow::Allow, Overflow::EvictLeastConstrained][policy];
         let clock = ManualClock::new();
-        let mut diff = KeyedDifferential::new(small_table(own, overflow, &clock, seed));
+        let table = KeyedRateLimiter::<u16>::builder(Gcra::from(own))
+            .tier(tiers[0])
+            .capacity(64)
+            .overflow(overflow)
+            .clock(&clock)
+            .hasher(seeded(seed))
+            .build()
+            .unwrap();
+        let mut diff = KeyedDifferential::new(table);
         for &(key, step_ms, cost) in &ops {
             clock.advance(Duration::from_millis(step_ms as u64));
             let checked = match (cost, key % 3) {
@@ -533,8 +542,9 @@ fn overflow_evicts_the_least_constrained_never_a_limited_key() {
 fn tiers_share_one_table() {
     let clock = ManualClock::new();
     let free = Quota::per_minute(10).unwrap();
-    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap());
+    let premium = Quota::per_minute(1_000).unwrap().with_burst(100).unwrap();
     let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(free))
+        .tier(premium)
         .clock(&clock)
         .build()
         .unwrap();
@@ -548,7 +558,15 @@ fn tiers_share_one_table() {
     assert!(limiter.check_key("free").is_err());
     let d = limiter.decide_key_with("premium", &premium, 0).unwrap();
     assert_eq!((d.remaining(), d.limit()), (0, 100));
+    // A peek under the tier: one more in 60 ms.
+    let peek = limiter.peek_key_with("premium", &premium, 1).unwrap();
+    assert_eq!(
+        (peek.is_allowed(), peek.retry_after()),
+        (false, Duration::from_millis(60))
+    );
     assert!(limiter.check_key_with("x", &premium, 101).is_err());
+    // The limiter's own quota, passed as a tier, is the limiter's own.
+    assert!(limiter.check_key_with("free", &free, 1).is_err());
 }
 
 /// A key switched between tiers keeps one GCRA schedule, its theoretical arrival time (TAT),
@@ -557,9 +575,10 @@ fn tiers_share_one_table() {
 #[test]
 fn a_key_switched_between_tiers_is_judged_by_its_schedule_under_the_new_quota() {
     let clock = ManualClock::new();
-    let free = Gcra::from(Quota::per_minute(10).unwrap()); // one per 6 s, bursts of 10
-    let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 60 ms
-    let limiter = KeyedRateLimiter::<str>::builder(free)
+    let free = Quota::per_minute(10).unwrap(); // one per 6 s, bursts of 10
+    let premium = Quota::per_minute(1_000).unwrap().with_burst(100).unwrap(); // 60 ms
+    let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(free))
+        .tier(premium)
         .clock(&clock)
         .build()
         .unwrap();
@@ -577,15 +596,20 @@ fn a_key_switched_between_tiers_is_judged_by_its_schedule_under_the_new_quota() 
     assert_eq!(d.retry_after(), Duration::from_millis(6_060));
 }
 
-/// A GCRA table of one group (8 slots) that evicts, for `own`, on `clock`.
-fn one_evicting_group(
-    own: Gcra,
-    clock: &ManualClock,
-) -> KeyedRateLimiter<u32, Gcra, &ManualClock, tollgate::DefaultKeyHasher> {
-    let limiter = KeyedRateLimiter::<u32>::builder(own)
+/// A GCRA table of one group (8 slots) that evicts, for `own` and the declared `tiers`, on
+/// `clock`.
+fn one_evicting_group<'c>(
+    own: Quota,
+    tiers: &[Quota],
+    clock: &'c ManualClock,
+) -> KeyedRateLimiter<u32, Gcra, &'c ManualClock, tollgate::DefaultKeyHasher> {
+    let builder = KeyedRateLimiter::<u32>::builder(Gcra::from(own))
         .capacity(4)
         .overflow(Overflow::EvictLeastConstrained)
-        .clock(clock)
+        .clock(clock);
+    let limiter = tiers
+        .iter()
+        .fold(builder, |builder, tier| builder.tier(*tier))
         .build()
         .unwrap();
     assert_eq!(limiter.stats().slots, 8, "one group");
@@ -594,38 +618,23 @@ fn one_evicting_group(
 
 /// The two tiers of the tier eviction tests: free, 10 per minute (after one request, 9 intervals
 /// of 6 s: 54 s of room), and premium, 1 000 per minute with bursts of 100 (99 × 60 ms: 5.94 s).
-fn free_and_premium() -> [Gcra; 2] {
+fn free_and_premium() -> [Quota; 2] {
     [
-        Gcra::from(Quota::per_minute(10).unwrap()),
-        Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()),
+        Quota::per_minute(10).unwrap(),
+        Quota::per_minute(1_000).unwrap().with_burst(100).unwrap(),
     ]
 }
 
-/// A one-group evicting table of the free tier whose eight slots hold keys 0 to 7, each after
-/// one free request: 6 s ahead, 9 requests left, so each may be evicted until a stricter tier is
-/// learned.
-fn eight_free_keys(
-    free: Gcra,
-    clock: &ManualClock,
-) -> KeyedRateLimiter<u32, Gcra, &ManualClock, tollgate::DefaultKeyHasher> {
-    let limiter = one_evicting_group(free, clock);
-    for key in 0..8 {
-        limiter.check_key(&key).unwrap();
-    }
-    limiter
-}
-
-/// Eviction spares every entry that is being limited, and a slot does not say which tier its key
-/// is in: so the table judges its entries by its own quota and by every tier's it has been
-/// asked with. Here, whichever of the two tiers the table is given, eight keys that have spent
-/// their tier's whole burst stay put through a flood of new keys of both tiers.
+/// Eviction spares every entry that is being limited, each judged by its own tier's quota.
+/// Here, whichever of the two tiers the table is given (the other declared), eight keys that
+/// have spent their tier's whole burst stay put through a flood of new keys of both tiers.
 #[test]
 fn eviction_spares_keys_limited_under_their_own_tier() {
     let tiers = free_and_premium();
     let burst = [10, 100];
-    for own in tiers {
+    for (own, other) in [(0, 1), (1, 0)] {
         let clock = ManualClock::new();
-        let limiter = one_evicting_group(own, &clock);
+        let limiter = one_evicting_group(tiers[own], &[tiers[other]], &clock);
         // Eight keys fill the group, four per tier, each with its tier's whole burst spent, at
         // time 0: the premium keys are full again at 6 s, the free ones at 60 s.
         for key in 0..8 {
@@ -641,68 +650,144 @@ fn eviction_spares_keys_limited_under_their_own_tier() {
         for key in 100..200 {
             let tier = key as usize % 2;
             let decision = limiter.decide_key_with(&key, &tiers[tier], 1).unwrap();
-            assert!(!decision.is_allowed(), "key {key}, {own:?}");
+            assert!(
+                !decision.is_allowed() && decision.is_overflow(),
+                "key {key}"
+            );
             assert_eq!(decision.retry_after(), Duration::from_secs(6));
         }
         let stats = limiter.stats();
-        assert_eq!((stats.evictions, stats.overflows), (0, 100), "{own:?}");
+        assert_eq!(
+            (stats.evictions, stats.overflows),
+            (0, 100),
+            "own tier {own}"
+        );
         for key in 0..8 {
             let tier = key as usize % 2;
             let peek = limiter.decide_key_with(&key, &tiers[tier], 0).unwrap();
-            assert_eq!(peek.remaining(), 0, "key {key}, {own:?}");
+            assert_eq!(peek.remaining(), 0, "key {key}, own tier {own}");
         }
     }
 }
 
-/// A tier's quota judges the table's entries from the first request decided with it, to the
-/// nanosecond: an entry is spared while its schedule runs further ahead of the clock than the
-/// least any of the table's quotas leaves after one request (free 54 s, premium 5.94 s).
+/// A tier judges its own entries only: requests under a strict tier (a burst of 1, whose entries
+/// are limited while they are live) leave the table's other entries as evictable as before, so
+/// new keys still find room, and the strict tier's own entry is spared.
 #[test]
-fn a_tier_judges_entries_from_its_first_request() {
-    let [free, premium] = free_and_premium();
-    let clock = ManualClock::new();
-    let limiter = eight_free_keys(free, &clock);
-    limiter.check_key(&100).unwrap();
-    assert_eq!(limiter.stats().evictions, 1);
-    // The first premium request needs room too, but by now 6 s ahead is past premium's 5.94 s:
-    // it overflows, until the first entry is idle, and so does every new key after it.
-    let decision = limiter.decide_key_with(&200, &premium, 1).unwrap();
-    assert!(!decision.is_allowed());
-    assert_eq!(decision.retry_after(), Duration::from_secs(6));
-    assert!(limiter.check_key(&101).is_err());
-    let stats = limiter.stats();
-    assert_eq!((stats.evictions, stats.overflows), (1, 2));
-    // A nanosecond short of 60 ms later the entries are still 1 ns past premium's room; at
-    // 60 ms they are exactly at it, and may be evicted again.
-    clock.advance(Duration::from_millis(60) - Duration::from_nanos(1));
-    assert!(limiter.check_key(&102).is_err());
-    clock.advance(Duration::from_nanos(1));
-    limiter.check_key(&102).unwrap();
-    let stats = limiter.stats();
-    assert_eq!((stats.evictions, stats.overflows), (2, 3));
+fn a_strict_tier_leaves_other_entries_evictable() {
+    let [free, _] = free_and_premium();
+    let strict = Quota::per_minute(1).unwrap(); // a burst of 1: limited for a minute
+    let undeclared = Quota::per_minute(2).unwrap().with_burst(1).unwrap();
+    for declared in [true, false] {
+        let clock = ManualClock::new();
+        let tiers: &[Quota] = if declared { &[strict] } else { &[] };
+        let limiter = one_evicting_group(free, tiers, &clock);
+        // Key 0 under the strict tier, key 1 under a burst-1 quota the table was not told of,
+        // keys 2 to 7 after one free request each (54 s of room left: evictable).
+        limiter.check_key_with(&0, &strict, 1).unwrap();
+        limiter.check_key_with(&1, &undeclared, 1).unwrap();
+        for key in 2..8 {
+            limiter.check_key(&key).unwrap();
+        }
+        // Six new keys a second for ten seconds: each evicts the free entry closest to its
+        // reset (the oldest), and is evicted in turn, never keys 0 and 1.
+        for second in 0..10u32 {
+            for key in 0..6 {
+                assert!(
+                    limiter.check_key(&(100 + second * 6 + key)).is_ok(),
+                    "{declared}"
+                );
+            }
+            clock.advance(Duration::from_secs(1));
+        }
+        let stats = limiter.stats();
+        assert_eq!((stats.evictions, stats.overflows), (60, 0), "{declared}");
+        for (key, tier) in [(0, strict), (1, undeclared)] {
+            let peek = limiter.peek_key_with(&key, &tier, 1).unwrap();
+            assert!(!peek.is_allowed(), "key {key} kept its state, {declared}");
+        }
+    }
 }
 
-/// A request that its tier's quota can never admit (a cost over the tier's burst) is refused
-/// before anything is decided, so it teaches the table nothing: the free entries stay evictable,
-/// as if no premium request had come.
+/// Each entry is judged by its own tier's room, to the nanosecond: an entry of a declared tier
+/// may be evicted once its schedule is no further ahead of the clock than its tier leaves after
+/// one request (premium: 5.94 s), while an entry of an undeclared quota is spared as long as it
+/// is live.
 #[test]
-fn a_request_over_its_tiers_burst_teaches_the_table_nothing() {
+fn each_entry_is_judged_by_its_own_tier() {
+    let [free, premium] = free_and_premium();
+    for declared in [true, false] {
+        let clock = ManualClock::new();
+        let tiers: &[Quota] = if declared { &[premium] } else { &[] };
+        let limiter = one_evicting_group(free, tiers, &clock);
+        // Eight premium keys spend their whole burst at 0: 6 s ahead, each full again at 6 s.
+        for key in 0..8 {
+            limiter.check_key_with(&key, &premium, 100).unwrap();
+        }
+        // A nanosecond short of 60 ms later each is still 1 ns past premium's room: limited.
+        clock.advance(Duration::from_millis(60) - Duration::from_nanos(1));
+        assert!(limiter.check_key(&100).unwrap_err().is_overflow());
+        // At 60 ms each is exactly at premium's room: one request left, evictable if the
+        // table knows the tier; under an undeclared quota spared until idle, at 6 s.
+        clock.advance(Duration::from_nanos(1));
+        let decision = limiter.decide_key(&101, 1).unwrap();
+        assert_eq!(decision.is_allowed(), declared);
+        if !declared {
+            assert_eq!(decision.retry_after(), Duration::from_millis(5_940));
+            clock.advance(Duration::from_millis(5_940));
+            assert!(limiter.check_key(&101).is_ok());
+            assert_eq!(limiter.stats().reuses, 1);
+        }
+        let stats = limiter.stats();
+        assert_eq!(
+            (stats.evictions, stats.overflows),
+            (u64::from(declared), 1 + u64::from(!declared))
+        );
+    }
+}
+
+/// A declared tier's entry with room left is evicted like any other, before entries further
+/// from their reset: here a premium key one request in (60 ms from fresh) goes before free keys
+/// (6 s). Undeclared, the same entry is spared while live, and a free key goes instead.
+#[test]
+fn a_declared_tiers_entry_with_room_left_may_be_evicted() {
+    let [free, premium] = free_and_premium();
+    for declared in [true, false] {
+        let clock = ManualClock::new();
+        let tiers: &[Quota] = if declared { &[premium] } else { &[] };
+        let limiter = one_evicting_group(free, tiers, &clock);
+        limiter.check_key_with(&0, &premium, 1).unwrap();
+        for key in 1..8 {
+            limiter.check_key(&key).unwrap();
+            clock.advance(Duration::from_millis(1));
+        }
+        limiter.check_key(&100).unwrap();
+        assert_eq!(limiter.stats().evictions, 1);
+        // Evicted, a key peeks as fresh: premium's whole burst, or free's.
+        let premium_fresh = limiter.peek_key_with(&0, &premium, 1).unwrap().remaining() == 100;
+        let free_fresh = limiter.peek_key(&1).remaining() == 10;
+        assert_eq!((premium_fresh, free_fresh), (declared, !declared));
+    }
+}
+
+/// A request that its tier's quota can never admit (a cost over the tier's burst) is refused the
+/// same way by every call, and decides nothing.
+#[test]
+fn a_request_over_its_tiers_burst_is_refused_everywhere() {
     let [free, premium] = free_and_premium();
     let clock = ManualClock::new();
-    let limiter = eight_free_keys(free, &clock);
+    let limiter = one_evicting_group(free, &[premium], &clock);
     let never = limiter.decide_key_with(&200, &premium, 101).unwrap_err();
     assert_eq!((never.cost(), never.capacity()), (101, 100));
     assert!(matches!(
         limiter.check_key_with(&201, &premium, 101),
         Err(CheckError::InsufficientCapacity(e)) if e == never
     ));
-    let requests = [(&202, &premium, 101)];
+    assert_eq!(limiter.peek_key_with(&202, &premium, 101), Err(never));
+    let requests = [(&203, &premium, 101)];
     let batch: Vec<_> = limiter.decide_keys_with(requests).collect();
     assert_eq!(batch, [Err(never)]);
-    // Under the free quota alone, an entry 6 s ahead has 9 requests left: a new key evicts one.
-    limiter.check_key(&100).unwrap();
-    let stats = limiter.stats();
-    assert_eq!((stats.evictions, stats.overflows), (1, 0));
+    assert_eq!(limiter.stats().occupied, 0);
 }
 
 #[test]
@@ -1243,8 +1328,8 @@ fn limited_keys_survive_a_flood_that_evicts() {
 #[test]
 fn batches_from_many_threads_admit_exact_units_per_key() {
     let clock = ManualClock::new();
-    let quota = Gcra::from(Quota::per_second(8).unwrap());
-    let limiter = KeyedRateLimiter::<u32>::builder(quota)
+    let quota = Quota::per_second(8).unwrap();
+    let limiter = KeyedRateLimiter::<u32>::builder(Gcra::from(quota))
         .capacity(1_000)
         .clock(&clock)
         .build()
@@ -1465,35 +1550,44 @@ fn assert_every_path_taken(
 
 /// `decide_keys_with` decides exactly as `decide_key_with` called on each request in turn at the
 /// same time, under each overflow policy, in a GCRA table of three tiers (a third of the keys
-/// each): the table's own quota (room 1 s after one request), a stricter one (500 ms) and the
-/// strictest (380 ms), which the table learns from the requests, as one at a time. Costs,
-/// overflows and time moving both ways as in `batches_decide_as_single_calls_in_turn`.
+/// each): the table's own quota (room 1 s after one request), a declared stricter one (500 ms)
+/// and an undeclared one (380 ms), which each request names. Costs, overflows and time moving
+/// both ways as in `batches_decide_as_single_calls_in_turn`.
 #[test]
 fn tiered_batches_decide_as_single_calls_in_turn() {
-    let own = Gcra::from(Quota::per_second(3).unwrap().with_burst(4).unwrap());
+    let own = Quota::per_second(3).unwrap().with_burst(4).unwrap();
     let tiers = [
         own,
-        Gcra::from(Quota::per_second(2).unwrap().with_burst(2).unwrap()),
-        Gcra::from(Quota::per_second(50).unwrap().with_burst(20).unwrap()),
+        Quota::per_second(2).unwrap().with_burst(2).unwrap(),
+        Quota::per_second(50).unwrap().with_burst(20).unwrap(),
     ];
     for overflow in [
         Overflow::Deny,
         Overflow::Allow,
         Overflow::EvictLeastConstrained,
     ] {
-        let [batched, single] = twin_tables(&own, overflow);
+        let [batched, single] = [(); 2].map(|()| {
+            KeyedRateLimiter::<u64>::builder(Gcra::from(own))
+                .tier(tiers[1])
+                .capacity(20)
+                .overflow(overflow)
+                .clock(ManualClock::new())
+                .hasher(seeded(5))
+                .build()
+                .unwrap()
+        });
         let mut next = xorshift(0x0123_4567_89AB_CDEF);
         let (mut peeks, mut errors) = (0, 0);
         for round in 0..300 {
-            let requests: Vec<(u64, &Gcra, u64)> = (0..(round % 37))
+            let requests: Vec<(u64, &Quota, u64)> = (0..(round % 37))
                 .map(|_| {
                     let key = next() % 40;
                     let quota = &tiers[key as usize % 3];
-                    (key, quota, random_cost(&mut next, quota.capacity()))
+                    (key, quota, random_cost(&mut next, quota.burst()))
                 })
                 .collect();
             peeks += requests.iter().filter(|r| r.2 == 0).count();
-            errors += requests.iter().filter(|r| r.2 > r.1.capacity()).count();
+            errors += requests.iter().filter(|r| r.2 > r.1.burst()).count();
             let decisions = batched.decide_keys_with(requests.iter().map(|(k, q, c)| (k, *q, *c)));
             let got = collect_with_exact_hints(decisions, requests.len());
             let want: Vec<_> = requests
@@ -1513,26 +1607,34 @@ fn tiered_batches_decide_as_single_calls_in_turn() {
     }
 }
 
-/// A batch teaches the table a tier's quota when it decides the first request under it, as
-/// `decide_key_with` does, not when it reads the request (a chunk ahead): the first request of
-/// the batch may still evict an entry that only premium's room (5.94 s) would spare, and the
-/// requests after the premium one may not. As `a_tier_judges_entries_from_its_first_request`.
+/// A batch marks each entry with the tier of its request, as `decide_key_with` does: the
+/// premium entry one request in (60 ms from fresh) is evicted before the free ones, under the
+/// free quota, by the requests after it in the same batch.
 #[test]
-fn a_batch_teaches_the_table_a_tier_when_it_decides_under_it() {
+fn a_batch_marks_each_entry_with_its_tier() {
     let [free, premium] = free_and_premium();
     let clock = ManualClock::new();
-    let limiter = eight_free_keys(free, &clock);
-    let requests = [(&100, &free, 1), (&200, &premium, 1), (&101, &free, 1)];
+    let limiter = one_evicting_group(free, &[premium], &clock);
+    for key in 0..7 {
+        limiter.check_key(&key).unwrap();
+    }
+    let requests = [(&100, &premium, 1), (&101, &free, 1), (&102, &free, 1)];
     let decisions: Vec<Decision> = limiter
         .decide_keys_with(requests)
         .map(Result::unwrap)
         .collect();
-    let allowed: Vec<bool> = decisions.iter().map(Decision::is_allowed).collect();
-    assert_eq!(allowed, [true, false, false]);
-    // Told to come back when the first entry is idle, as one at a time.
-    assert_eq!(decisions[1].retry_after(), Duration::from_secs(6));
+    assert!(decisions.iter().all(Decision::is_allowed));
+    // Key 100 took the last empty slot, then went first: the premium key had 99 left and the
+    // nearest reset, 60 ms.
+    assert_eq!(
+        limiter
+            .peek_key_with(&100, &premium, 1)
+            .unwrap()
+            .remaining(),
+        100
+    );
     let stats = limiter.stats();
-    assert_eq!((stats.evictions, stats.overflows), (1, 2));
+    assert_eq!((stats.evictions, stats.overflows), (2, 0));
 }
 
 /// A clock one second later at every reading, which counts its readings.
@@ -1579,7 +1681,7 @@ fn a_batch_reads_the_clock_once_per_16_decisions() {
     assert_eq!(clock.readings(), 4);
     assert_eq!(limiter.decide_keys(keys.iter().map(|k| (k, 0))).count(), 40);
     assert_eq!(clock.readings(), 7);
-    let quota = *limiter.algorithm();
+    let quota = Quota::per_second(1).unwrap();
     let requests = keys.iter().map(|k| (k, &quota, 0));
     assert_eq!(limiter.decide_keys_with(requests).count(), 40);
     assert_eq!(clock.readings(), 10);
@@ -1674,7 +1776,7 @@ fn batch_iterators_debug_their_pending_requests() {
     }
 
     let mut requests = limiter.decide_keys(keys.iter().map(|k| (k, 0)));
-    let quota = *limiter.algorithm();
+    let quota = Quota::per_hour(1).unwrap();
     let mut tiered = limiter.decide_keys_with(keys.iter().map(|k| (k, &quota, 0)));
     let mut taken = 0;
     for (decisions, pending, _) in steps {
@@ -1700,7 +1802,7 @@ fn batch_iterators_debug_their_pending_requests() {
 #[test]
 fn errors_and_debug_describe_the_limiter() {
     use std::error::Error;
-    use tollgate::{CapacityError, KeyedError, QuotaError};
+    use tollgate::{BuildError, QuotaError};
     // 2^20 per second: more than a sliding window's packed counters hold.
     let too_high = Quota::per_second(1 << 20).unwrap();
     let quota_error = SlidingWindow::new(&too_high).unwrap_err();
@@ -1709,16 +1811,18 @@ fn errors_and_debug_describe_the_limiter() {
         QuotaError::WindowLimitTooLarge { .. }
     ));
     let err = KeyedRateLimiter::<u64>::sliding_window(too_high, 10).unwrap_err();
-    assert_eq!(err, KeyedError::Quota(quota_error));
+    assert_eq!(err, BuildError::Quota(quota_error));
     assert_eq!(err.to_string(), quota_error.to_string());
     assert!(err.to_string().starts_with("invalid quota: "), "{err}");
     // Transparent: the message is the variant's, said once, with no source of its own.
     assert!(err.source().is_none());
 
     let err = KeyedRateLimiter::<u64>::fixed_window(Quota::per_second(1).unwrap(), 0).unwrap_err();
-    assert_eq!(err, KeyedError::Capacity(CapacityError::Zero));
-    // The capacity error's own message (asserted where it is written, in the table's tests).
-    assert_eq!(err.to_string(), CapacityError::Zero.to_string());
+    assert_eq!(err, BuildError::ZeroCapacity);
+    assert_eq!(
+        err.to_string(),
+        "a keyed limiter needs a capacity of at least 1 key"
+    );
     assert!(err.source().is_none());
 
     let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(5).unwrap(), 1_000).unwrap();
@@ -1726,7 +1830,8 @@ fn errors_and_debug_describe_the_limiter() {
     assert_eq!(
         format!("{limiter:?}"),
         format!(
-            "KeyedRateLimiter {{ algorithm: {:?}, overflow: Deny, stats: {:?}, .. }}",
+            "KeyedRateLimiter {{ algorithm: {:?}, overflow: EvictLeastConstrained, stats: {:?}, \
+             .. }}",
             limiter.algorithm(),
             limiter.stats()
         )
@@ -1752,8 +1857,9 @@ fn builders_carry_their_key_type_and_debug_without_it() {
     assert_eq!(
         format!("{builder:?}"),
         format!(
-            "KeyedBuilder {{ algorithm: {gcra:?}, clock: {clock:?}, hasher: {hasher:?}, \
-             capacity: 7, overflow: Deny, parallelism: Some(1) }}"
+            "KeyedBuilder {{ algorithm: {gcra:?}, tiers: [], clock: {clock:?}, \
+             hasher: {hasher:?}, capacity: 7, overflow: EvictLeastConstrained, \
+             parallelism: Some(1) }}"
         )
     );
     let limiter = builder.build().unwrap();
@@ -1766,9 +1872,9 @@ fn builders_carry_their_key_type_and_debug_without_it() {
     assert_eq!(
         format!("{default:?}"),
         format!(
-            "KeyedBuilder {{ algorithm: {gcra:?}, \
+            "KeyedBuilder {{ algorithm: {gcra:?}, tiers: [], \
              clock: tollgate::clock::TscClock (made by build), hasher: {hasher:?}, \
-             capacity: 10000, overflow: Deny, parallelism: None }}"
+             capacity: 10000, overflow: EvictLeastConstrained, parallelism: None }}"
         )
     );
 
@@ -1785,8 +1891,9 @@ fn builders_carry_their_key_type_and_debug_without_it() {
     assert_eq!(
         format!("{log:?}"),
         format!(
-            "SlidingLogBuilder(KeyedBuilder {{ algorithm: {:?}, clock: {clock:?}, \
-             hasher: {hasher:?}, capacity: 9, overflow: Deny, parallelism: Some(2) }})",
+            "SlidingLogBuilder(KeyedBuilder {{ algorithm: {:?}, tiers: [], clock: {clock:?}, \
+             hasher: {hasher:?}, capacity: 9, overflow: EvictLeastConstrained, \
+             parallelism: Some(2) }})",
             SlidingLog::new(&per_hour)
         )
     );

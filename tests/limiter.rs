@@ -48,10 +48,15 @@ fn zero_and_huge_costs() {
     // A cost of 0 is admitted and changes nothing, even when nothing is left.
     limiter.check_n(10).unwrap();
     assert_eq!(limiter.check_n(0), Ok(()));
-    let peek = limiter.decide(0).unwrap();
-    assert!(peek.is_allowed());
+    let nothing = limiter.decide(0).unwrap();
+    assert!(nothing.is_allowed());
+    assert_eq!(nothing.remaining(), 0);
+    assert_eq!(limiter.peek_n(0), Ok(nothing));
+    // A peek of one request says it would be denied, and for how long.
+    let peek = limiter.peek();
+    assert!(!peek.is_allowed());
+    assert_eq!(peek.retry_after(), Duration::from_millis(100));
     assert_eq!(peek.remaining(), 0);
-    assert_eq!(limiter.peek(), peek);
     // A cost above the burst is its own error, before and after the limiter is drained.
     for cost in [11, 1_000, u64::MAX] {
         match limiter.check_n(cost) {

@@ -7,8 +7,8 @@ use std::time::Duration;
 mod common;
 
 use proptest::prelude::*;
-use tollgate::reference::{Model, SlidingLog};
-use tollgate::{CapacityError, Clock, KeyedSlidingLog, ManualClock, Nanos, Overflow, Quota};
+use tollgate::reference::{Model, SlidingWindowLog};
+use tollgate::{BuildError, Clock, KeyedSlidingLog, ManualClock, Nanos, Overflow, Quota};
 
 /// The keyed log of one shard, as its documentation describes it, written the obvious way: the
 /// logs in a `Vec` from the least to the most recently written, each a reference log with the
@@ -18,7 +18,7 @@ struct FullLog {
     capacity: usize,
     policy: Overflow,
     /// `(key, log, newest stamp)`.
-    logs: Vec<(u8, SlidingLog, u64)>,
+    logs: Vec<(u8, SlidingWindowLog, u64)>,
     reuses: u64,
     evictions: u64,
     overflows: u64,
@@ -58,7 +58,7 @@ impl FullLog {
             }
             return (verdict.allowed, verdict.remaining);
         }
-        let mut log = SlidingLog::new(&self.quota);
+        let mut log = SlidingWindowLog::new(&self.quota);
         let verdict = log.decide(at, cost);
         if !verdict.allowed || cost == 0 {
             return (verdict.allowed, verdict.remaining);
@@ -130,14 +130,14 @@ proptest! {
             .clock(&clock)
             .build()
             .unwrap();
-        let mut models: HashMap<u8, SlidingLog> = HashMap::new();
+        let mut models: HashMap<u8, SlidingWindowLog> = HashMap::new();
         for (i, (key, step_ms, cost)) in ops.enumerate() {
             let now = clock.now().as_nanos() as i128 + step_ms as i128 * 1_000_000;
             clock.set(Duration::from_nanos(now.max(0) as u64));
             let now = clock.now();
             if cost == RESET {
                 keyed.reset_key(&key);
-                models.insert(key, SlidingLog::new(&quota));
+                models.insert(key, SlidingWindowLog::new(&quota));
                 prop_assert_eq!(keyed.peek_key(&key).remaining(), limit, "op {}: reset", i);
                 continue;
             }
@@ -150,7 +150,7 @@ proptest! {
                 prop_assert_eq!(keyed.stats().occupied, 0, "op {}: reset of all", i);
                 continue;
             }
-            let model = models.entry(key).or_insert_with(|| SlidingLog::new(&quota));
+            let model = models.entry(key).or_insert_with(|| SlidingWindowLog::new(&quota));
             let before = model.clone();
             let verdict = model.decide(now, cost);
             let decision = match keyed.decide_key(&key, cost) {
@@ -298,6 +298,7 @@ fn idle_logs_make_room_and_full_shards_overflow() {
     // Capacity 4: one shard. 2 per minute each.
     let log = KeyedSlidingLog::<u32>::builder(&Quota::per_minute(2).unwrap())
         .capacity(4)
+        .overflow(Overflow::Deny)
         .clock(&clock)
         .build()
         .unwrap();
@@ -310,6 +311,7 @@ fn idle_logs_make_room_and_full_shards_overflow() {
     // window at 60 s.
     let denied = log.check_key(&4).unwrap_err();
     assert_eq!(denied.retry_after(), Duration::from_secs(20));
+    assert!(denied.is_overflow());
     // Nothing remains until then, and then everything does: both times are the 20 s.
     let d = log.decide_key(&4, 1).unwrap();
     assert_eq!(
@@ -552,7 +554,7 @@ fn capacity_errors_say_what_the_maps_would_take() {
             .threads(1)
             .build()
     };
-    assert_eq!(build(0).unwrap_err(), CapacityError::Zero);
+    assert_eq!(build(0).unwrap_err(), BuildError::ZeroCapacity);
     // One thread: four shards, each a map for a quarter of the keys (2^62 on 64-bit targets,
     // 2^30 on 32-bit ones) with 2^63 (2^31) buckets, the fewest that hold them at 7/8 full, of
     // 65 (49) bytes each, and 16 control bytes more.
@@ -563,7 +565,7 @@ fn capacity_errors_say_what_the_maps_would_take() {
     };
     assert_eq!(
         build(usize::MAX).unwrap_err(),
-        CapacityError::TooLarge {
+        BuildError::CapacityTooLarge {
             capacity: usize::MAX,
             bytes
         }
@@ -581,6 +583,7 @@ fn memory_stays_bounded_under_a_key_flood() {
     let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(limit).unwrap())
         .capacity(1_000)
         .threads(2) // 8 shards of 125 keys and room for 36 more each (1 288), on any machine
+        .overflow(Overflow::Deny)
         .clock(&clock)
         .hasher(ahash::RandomState::with_seeds(5, 6, 7, 8))
         .build()

@@ -5,7 +5,8 @@
 //! - **few keys, any clock**: at most 8 distinct keys (a probe group holds 8, so no key ever
 //!   needs another's slot), time steps forwards and backwards. Every decision of the keyed
 //!   limiter must equal, field for field, that of a direct limiter per key; the keyed sliding log
-//!   must equal a reference log per key. A cost byte of 255 resets the key instead, in both
+//!   must equal a reference log per key, and so must a peek of each request's cost before it
+//!   is decided. A cost byte of 255 resets the key instead, in both
 //!   limiters: from then on it must decide as a new key, against a new reference; 254 resets
 //!   every key, in both: from then on every key decides as a new one.
 //! - **many keys, a tiny table, time that only moves forwards**, under the overflow policy the
@@ -20,10 +21,10 @@
 //!   (`prefetch_key`, a hint): no counter may move, and the next step finds every key as it
 //!   was.
 //! - **tiers** (GCRA): as many keys, a third of them under the table's own quota (the input's)
-//!   and a third under each of two more quotas from the input, decided with `decide_key_with`;
-//!   `KeyedDifferential` checks each key against a limiter of its own quota, evictions included
-//!   (never a key that its own quota is limiting, whichever quota leaves the least time after
-//!   one request).
+//!   and a third under each of two more quotas from the input, decided with `decide_key_with`:
+//!   the first declared as a tier of the table, the second not; `KeyedDifferential` checks each
+//!   key against a limiter of its own quota, evictions included (never a key that its own quota
+//!   is limiting).
 //! - **batches**: many keys, a tiny table under the overflow policy the input picks, time
 //!   forwards and backwards between batches. `check_keys` (or `decide_keys`, with costs) over
 //!   each batch must give exactly the decisions, and leave exactly the statistics, of
@@ -37,7 +38,7 @@ use std::time::Duration;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use tollgate::reference::{KeyedDifferential, Model, SlidingLog};
+use tollgate::reference::{KeyedDifferential, Model, SlidingWindowLog};
 use tollgate::{
     Algorithm, Clock, FixedWindow, Gcra, KeyedRateLimiter, KeyedSlidingLog, ManualClock, Overflow,
     Quota, RateLimiter, SlidingWindow,
@@ -172,7 +173,8 @@ fn tiers(
         return;
     };
     let clock = ManualClock::new();
-    let mut diff = KeyedDifferential::new(table(Gcra::from(quota), 8, overflow, &clock, hasher));
+    let table = tiered_table(quota, tiers[0], overflow, &clock, hasher);
+    let mut diff = KeyedDifferential::new(table);
     for &(key, step, cost) in ops {
         // Mostly under 16 ms apart, so that many keys are live at once and the groups fill with
         // keys their quotas are limiting; one step in 64 a pause of 2 s that idles most of them.
@@ -189,7 +191,7 @@ fn tiers(
             (_, 2) => diff.step(&key, cost as u64 % (quota.burst() + 2)).map(drop),
             (_, tier) => {
                 let tier = &tiers[tier as usize];
-                diff.step_with(&key, tier, cost as u64 % (tier.capacity() + 2))
+                diff.step_with(&key, tier, cost as u64 % (tier.burst() + 2))
                     .map(drop)
             }
         };
@@ -200,13 +202,31 @@ fn tiers(
 }
 
 /// The tiers' quotas that the input's bytes stand for, as [`quota`] reads them.
-fn tier_quotas(tiers: [TierQuota; 2]) -> Option<[Gcra; 2]> {
+fn tier_quotas(tiers: [TierQuota; 2]) -> Option<[Quota; 2]> {
     let [Some(first), Some(second)] =
         tiers.map(|TierQuota(limit, period_ms, burst)| quota(limit, period_ms, burst))
     else {
         return None;
     };
-    Some([Gcra::from(first), Gcra::from(second)])
+    Some([first, second])
+}
+
+/// A GCRA table of 8 keys for `quota` with one declared tier.
+fn tiered_table(
+    quota: Quota,
+    tier: Quota,
+    overflow: Overflow,
+    clock: &ManualClock,
+    hasher: ahash::RandomState,
+) -> KeyedRateLimiter<u16, Gcra, &ManualClock, ahash::RandomState> {
+    KeyedRateLimiter::<u16>::builder(Gcra::from(quota))
+        .tier(tier)
+        .capacity(8)
+        .overflow(overflow)
+        .clock(clock)
+        .hasher(hasher)
+        .build()
+        .unwrap()
 }
 
 /// At most 8 keys, time both ways: the table against a direct limiter per key (field for field,
@@ -232,7 +252,7 @@ fn few_keys<A: Algorithm + Clone>(
         .build()
         .unwrap();
     let mut direct: HashMap<u16, RateLimiter<A, &ManualClock>> = HashMap::new();
-    let mut references: HashMap<u16, SlidingLog> = HashMap::new();
+    let mut references: HashMap<u16, SlidingWindowLog> = HashMap::new();
     let limit = quota.limit();
     for &(key, step, cost) in ops {
         let key = key % 8;
@@ -243,7 +263,7 @@ fn few_keys<A: Algorithm + Clone>(
             keyed.reset_key(&key);
             logs.reset_key(&key);
             direct.insert(key, RateLimiter::with_clock(algorithm.clone(), &clock));
-            references.insert(key, SlidingLog::new(quota));
+            references.insert(key, SlidingWindowLog::new(quota));
             assert_eq!(keyed.peek_key(&key), direct[&key].peek());
             continue;
         }
@@ -261,15 +281,18 @@ fn few_keys<A: Algorithm + Clone>(
             continue;
         }
         let cost = cost as u64 % (limit.max(quota.burst()) + 2);
-        let expected = direct
+        let own = direct
             .entry(key)
-            .or_insert_with(|| RateLimiter::with_clock(algorithm.clone(), &clock))
-            .decide(cost);
+            .or_insert_with(|| RateLimiter::with_clock(algorithm.clone(), &clock));
+        // A peek of the request's cost first: the same as the key's own limiter's, and nothing
+        // written (the decision after it is still the limiter's).
+        assert_eq!(keyed.peek_key_n(&key, cost), own.peek_n(cost));
+        let expected = own.decide(cost);
         assert_eq!(keyed.decide_key(&key, cost), expected);
         assert_eq!(keyed.peek_key(&key), direct[&key].peek());
         let reference = references
             .entry(key)
-            .or_insert_with(|| SlidingLog::new(quota));
+            .or_insert_with(|| SlidingWindowLog::new(quota));
         let verdict = reference.decide(clock.now(), cost);
         match logs.decide_key(&key, cost) {
             Ok(d) => assert_eq!(
@@ -370,16 +393,16 @@ fn tiered_batches(
     let Some([first, second]) = tier_quotas(tiers) else {
         return;
     };
-    let tiers = [first, second, Gcra::from(quota)];
+    let tiers = [first, second, quota];
     let clock = ManualClock::new();
-    let build = || table(Gcra::from(quota), 8, overflow, &clock, hasher.clone());
+    let build = || tiered_table(quota, first, overflow, &clock, hasher.clone());
     let (batched, single) = (build(), build());
     let mut batch = Vec::new();
     for (i, &(key, step, end)) in ops.iter().enumerate() {
         let key = key % 64;
         let tier = &tiers[key as usize % 3];
         // Costs from 0 (a peek) to one past the tier's capacity (an error).
-        batch.push((key, tier, (end >> 3) as u64 % (tier.capacity() + 2)));
+        batch.push((key, tier, (end >> 3) as u64 % (tier.burst() + 2)));
         // A batch ends where the input says so, and at the last operation.
         if end % 8 != 0 && i + 1 < ops.len() {
             continue;

@@ -7,6 +7,8 @@
 //! - a decision for key X racing the reuse of X's idle slot by key Y and then by an inserter of X
 //!   (the decision's compare-and-swap finds X's tag again, but on a reservation);
 //! - a decision for key X racing the eviction of X's live slot by key Y;
+//! - a key's request under a declared tier racing a new key that needs room (the evictor must
+//!   judge the entry by the tier its word carries);
 //! - two threads inserting the same new key;
 //! - two threads inserting the same new key into *different* slots, because they read the clock
 //!   on either side of a tick (the race the fence after a reservation exists for);
@@ -15,30 +17,12 @@
 //! - a reset of key X racing a decision on X's slot, the insert of X, or the reuse of X's idle
 //!   slot by key Y;
 //! - a reset of every key racing a decision on a live key, or the reuse of an idle slot by a new
-//!   key;
-//! - a key's first request under a stricter tier racing a new key that needs room (the tier's
-//!   room, learned by one thread, must judge the other's eviction).
+//!   key.
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
-//!
-//! Each protocol step these models stand for was broken on purpose in `src/store/table.rs` and the
-//! models run again (2026-11-23): each break made a model fail. A decision retrying on a word of
-//! another tag (the eviction and the reuse models); no fence between a reservation and its scan, a
-//! key live elsewhere not stopping an insert, a killed reservation counted as published, or a
-//! failed reservation not released (the different-slots model); an entry that is being limited
-//! evicted (the eviction model); a kill that empties the slot instead of leaving a tombstone (the
-//! three-inserts model: the crate's own code until 2026-11-24, when the model was written), or a
-//! tombstone left in place by its owner (the different-slots and three-inserts models); a tier's
-//! room read by an evictor without the acquire fence after its scan, or learned without the
-//! release fence before the decision (the tier model, 2026-11-24, either break); a decision
-//! retrying its compare-and-swap on a reservation of its own key (the model of the slot that goes
-//! to another key and back, 2026-11-24: GCRA reads the reserved word as a schedule far ahead and
-//! denies a request that every correct interleaving admits); a reset of every key that decides on
-//! an insert's reservation as on a live slot (the reuse model of the reset of every key,
-//! 2026-11-25: the inserter finds its reservation changed other than by a kill). One break
-//! changed nothing observable, as expected: the higher reservation winning instead of the lower
-//! (any fixed order works).
+//! `loom-tests/mutants.sh` breaks the protocol one step at a time and checks that the models it
+//! names for each break fail.
 #![cfg(tollgate_loom)]
 
 use std::hash::{BuildHasher, Hasher};
@@ -146,7 +130,7 @@ const Y: u64 = B;
 /// its request `x`'s schedule is paid off; C's is not.
 fn full_table_with_idle(x: u64) -> Arc<Limiter> {
     let limiter = table(Quota::per_second(1).unwrap());
-    let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+    let hourly = Quota::per_hour(1).unwrap();
     limiter.check_key_with(&C, &hourly, 1).unwrap();
     limiter.check_key(&x).unwrap();
     limiter.clock().advance(Duration::from_secs(1));
@@ -188,7 +172,7 @@ fn decision_races_its_idle_slot_going_to_another_key_and_back() {
         // reservation can deny it.
         let burst_of_3 = Quota::per_second(1).unwrap().with_burst(3).unwrap();
         let limiter = table_with(burst_of_3, Overflow::Allow);
-        let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+        let hourly = Quota::per_hour(1).unwrap();
         limiter.check_key_with(&C, &hourly, 1).unwrap();
         limiter.check_key(&X).unwrap();
         limiter.clock().advance(Duration::from_secs(1));
@@ -274,22 +258,31 @@ fn decision_races_the_eviction_of_its_slot() {
     });
 }
 
-/// A key upgraded to a tier that judges entries more strictly than the table's quota: the
-/// tier's first request, on the key's idle slot, races a new key that needs room. The table is
-/// given the free quota (1 per second, bursts of 10: 9 s of room after one request); premium is
-/// 100 per second with bursts of 2 (10 ms of room). Whoever sees the premium request's state
-/// must judge by premium's room, or it would evict a key that premium is limiting (the fences
-/// in `Table::learn_tier` and `Table::choose`).
+/// A key upgraded to a declared tier that limits it sooner than the table's quota would: the
+/// tier's first request, on the key's idle slot, races a new key that needs room. The table's
+/// quota is free, 1 per second with bursts of 10 (9 s of room after one request); premium, 100
+/// per second with bursts of 2 (10 ms of room), is declared. The slot's word carries the class
+/// its last admission was made under, and an evictor must judge the entry by it: P, two premium
+/// requests in, is limited and must never be evicted, while C, one free request in, may be.
 #[test]
-fn a_tier_learned_by_one_thread_judges_an_eviction_by_another() {
+fn an_evictor_judges_a_racing_tier_request_by_its_class() {
     const P: u64 = X;
     const Q: u64 = Y;
     loom::model(|| {
         let free = Quota::per_second(1).unwrap().with_burst(10).unwrap();
-        let premium = Gcra::from(Quota::per_second(100).unwrap().with_burst(2).unwrap());
-        let limiter = table_with(free, Overflow::EvictLeastConstrained);
-        // P's one free request at 0 s is paid off at 1 s, when A makes its own: at 1 s the
-        // table holds A, 1 s ahead (9 left, evictable under free), and P, idle.
+        let premium = Quota::per_second(100).unwrap().with_burst(2).unwrap();
+        let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(free))
+            .tier(premium)
+            .capacity(1)
+            .threads(1)
+            .overflow(Overflow::EvictLeastConstrained)
+            .clock(ManualClock::new())
+            .hasher(Identity)
+            .build()
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        // P's one free request at 0 s is paid off at 1 s, when C makes its own: at 1 s the
+        // table holds C, 1 s ahead (9 left, evictable under free), and P, idle.
         limiter.check_key(&P).unwrap();
         limiter.clock().set(Duration::from_secs(1));
         limiter.check_key(&C).unwrap();
@@ -301,25 +294,21 @@ fn a_tier_learned_by_one_thread_judges_an_eviction_by_another() {
         let (p, q) = (upgrade.join().unwrap(), q.join().unwrap());
         let stats = limiter.stats();
         let remaining = |key| limiter.peek_key(&key).remaining();
-        let premium_remaining = |key| limiter.decide_key_with(&key, &premium, 0).unwrap();
-        assert_eq!(stats.evictions, 0, "p {p}, q {q}");
-        assert_eq!(remaining(C), 9);
-        match (p, q) {
-            // P took its idle slot first, 20 ms ahead: limited under premium (10 ms of room),
-            // and so is A (1 s ahead): Q finds nothing to evict.
-            (true, false) => {
-                assert_eq!(premium_remaining(P).remaining(), 0);
-                assert_eq!(remaining(Q), 10);
-                assert_eq!((stats.reuses, stats.overflows), (0, 1));
-            }
-            // Q reused P's idle slot first; P, a new key again, finds A and Q 1 s ahead, past
-            // premium's room, and nothing to evict.
-            (false, true) => {
-                assert_eq!(premium_remaining(P).remaining(), 2);
-                assert_eq!(remaining(Q), 9);
-                assert_eq!((stats.reuses, stats.overflows), (1, 1));
-            }
-            _ => panic!("p {p}, q {q}: exactly one of them has room"),
+        // Both find room, and exactly one entry is evicted: never P, whose premium requests
+        // are both still counted.
+        assert!(p && q, "p {p}, q {q}");
+        assert_eq!(stats.evictions, 1);
+        assert_eq!(
+            limiter.peek_key_with(&P, &premium, 1).unwrap().remaining(),
+            0
+        );
+        match stats.reuses {
+            // P decided on its idle slot first: Q evicted C, the only entry not limited.
+            0 => assert_eq!((remaining(C), remaining(Q)), (10, 9)),
+            // Q reused P's idle slot first; P, a new key again, evicted C or Q (both one free
+            // request in, as close to their reset).
+            1 => assert_eq!(remaining(C) + remaining(Q), 19),
+            reuses => panic!("{reuses} reuses"),
         }
     });
 }
@@ -365,7 +354,7 @@ fn inserts_of_one_key_into_different_slots() {
         // can be, whichever time each thread read.
         let spawn_hourly = || {
             let limiter = Arc::clone(&limiter);
-            let hourly = Gcra::from(Quota::per_hour(1).unwrap());
+            let hourly = Quota::per_hour(1).unwrap();
             thread::spawn(move || limiter.check_key_with(&A, &hourly, 1).is_ok())
         };
         let (a, b) = (spawn_hourly(), spawn_hourly());

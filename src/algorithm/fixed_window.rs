@@ -54,11 +54,27 @@ use crate::quota::{Quota, QuotaError};
 /// }
 /// assert_eq!(admitted, 6);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FixedWindow {
     period: u64,
     limit: u64,
     layout: Layout,
+}
+
+/// The limit per window, and the window as a duration.
+///
+/// ```
+/// use tollgate::{Quota, FixedWindow};
+/// let window = FixedWindow::new(&Quota::per_minute(10).unwrap()).unwrap();
+/// assert_eq!(format!("{window:?}"), "FixedWindow { limit: 10, period: 60s }");
+/// ```
+impl core::fmt::Debug for FixedWindow {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FixedWindow")
+            .field("limit", &self.limit)
+            .field("period", &core::time::Duration::from_nanos(self.period))
+            .finish()
+    }
 }
 
 impl FixedWindow {

@@ -60,7 +60,7 @@ use crate::quota::Quota;
 /// assert!(decision.is_allowed());
 /// assert_eq!(tat, 2_000_000_000); // the schedule runs 10 × 200 ms ahead
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Gcra {
     emission_interval: u64,
     tolerance: u64,
@@ -119,20 +119,31 @@ impl Gcra {
         self.tolerance - self.emission_interval
     }
 
-    /// Whether a key at `state` is being limited at `now` under this quota or under another
-    /// whose [`room`](Gcra::room) is `tier_room`: its TAT is further ahead than the smaller of
-    /// the two rooms. Under this quota alone (`tier_room` = `u64::MAX`) that is exactly a peek
-    /// with nothing remaining.
-    #[inline]
-    pub(crate) fn is_limited_within(&self, state: u64, now: Nanos, tier_room: u64) -> bool {
-        state.saturating_sub(now.as_nanos()) > self.room().min(tier_room)
-    }
-
     /// Tokens available at `now` for a schedule that stands at `base = max(TAT, now)`.
     #[inline]
     fn available(&self, base: u64, now: u64) -> u64 {
         // `now + τ` cannot overflow: now <= Nanos::MAX and τ <= Quota::MAX_TOLERANCE.
         (now + self.tolerance).saturating_sub(base) / self.emission_interval
+    }
+}
+
+/// The times as durations.
+///
+/// ```
+/// use tollgate::{Gcra, Quota};
+/// let gcra = Gcra::from(Quota::per_second(4).unwrap().with_burst(2).unwrap());
+/// assert_eq!(
+///     format!("{gcra:?}"),
+///     "Gcra { emission_interval: 250ms, tolerance: 500ms, burst: 2 }"
+/// );
+/// ```
+impl core::fmt::Debug for Gcra {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Gcra")
+            .field("emission_interval", &self.emission_interval())
+            .field("tolerance", &self.tolerance())
+            .field("burst", &self.burst)
+            .finish()
     }
 }
 
@@ -365,31 +376,28 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The table's judgement of an entry with a tier's room is exactly "limited under the
-        /// table's quota or under the tier's", each as a peek says it: nothing remaining. With no
-        /// tier (`u64::MAX`) that is the arithmetic the judgement rests on: a state can admit a
-        /// request exactly when its TAT is at most `tolerance − emission_interval` ahead of now.
+        /// The table's judgement of an entry by its own quota's room is exactly "limited under
+        /// that quota" as a peek says it: nothing remaining. That is the arithmetic the
+        /// judgement rests on: a state can admit a request exactly when its TAT is at most
+        /// `tolerance − emission_interval` ahead of now.
         #[test]
-        fn limited_within_a_tier_is_limited_under_either_quota(
-            own in (1u64..1_000, 1u64..100_000, 1u64..1_000),
-            tier in (1u64..1_000, 1u64..100_000, 1u64..1_000),
-            no_tier in proptest::bool::ANY,
+        fn limited_by_its_room_is_nothing_remaining(
+            quota in (1u64..1_000, 1u64..100_000, 1u64..1_000),
             now in 0u64..1 << 50,
             ahead in proptest::num::u64::ANY,
             edge in -3i64..=3,
         ) {
-            let (own, tier) = (gcra(own.0, own.1, own.2), gcra(tier.0, tier.1, tier.2));
-            let limited = |g: &Gcra, state| g.decide(state, Nanos::from_nanos(now), 0).0.remaining() == 0;
-            // Any TAT up to one tolerance ahead, or one within 3 ns of either room.
-            let room = if ahead % 2 == 0 { own.room() } else { tier.room() };
+            use crate::algorithm::sealed::Sealed;
+            let g = gcra(quota.0, quota.1, quota.2);
+            let at = Nanos::from_nanos(now);
+            // Any TAT up to one tolerance ahead, or one within 3 ns of the room.
             let state = if ahead % 3 == 0 {
-                (now + room).saturating_add_signed(edge)
+                (now + g.room()).saturating_add_signed(edge)
             } else {
-                now + ahead % (own.tolerance.max(tier.tolerance) + 1)
+                now + ahead % (g.tolerance + 1)
             };
-            let judged = own.is_limited_within(state, Nanos::from_nanos(now), if no_tier { u64::MAX } else { tier.room() });
-            let expected = limited(&own, state) || (!no_tier && limited(&tier, state));
-            proptest::prop_assert_eq!(judged, expected, "TAT {} at {}", state, now);
+            let limited = g.decide(state, at, 0).0.remaining() == 0;
+            proptest::prop_assert_eq!(Sealed::is_limited(&g, state, at, Sealed::room(&g)), limited, "TAT {} at {}", state, now);
         }
 
         /// The transition is the module's formula, `max(TAT, now) + c·T ≤ now + τ`, evaluated here

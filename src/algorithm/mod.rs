@@ -2,16 +2,17 @@
 //!
 //! An algorithm is a function of `(state, now, cost)` that says whether the request is admitted
 //! and, if so, which word to store. It touches no atomics, reads no clock and allocates nothing, so
-//! it can be tested exhaustively, fuzzed and compared with the obviously-correct models in
-//! [`reference`](crate::reference); the stores apply it with one compare-and-swap loop. The same
-//! function is the specification that any other backend must match bit for bit.
+//! it can be tested exhaustively, fuzzed and compared with obviously-correct models (the
+//! `reference` module, behind the `reference` feature); the stores apply it with one
+//! compare-and-swap loop. The same function is the specification that any other backend must
+//! match bit for bit.
 //!
 //! Every algorithm shares three conventions:
 //!
 //! - **The all-zero word is the fresh state** (nothing admitted yet), so a zeroed table is a table
 //!   of fresh limiters.
 //! - **`u64::MAX` is never a state**: stores may use it as a marker.
-//! - **A denial stores nothing**, and neither does a cost of 0 (a pure peek).
+//! - **A denial stores nothing**, and neither does a cost of 0.
 //!
 //! | algorithm | state | admits | choose it for |
 //! |---|---|---|---|
@@ -20,8 +21,7 @@
 //! | [`FixedWindow`] | window index, count | `limit` per calendar-aligned window | comparison and compatibility only: it admits up to twice the limit across a boundary |
 //!
 //! For an exact sliding log (low-frequency limits such as "5 per day"), which does not fit in a
-//! word, see [`KeyedSlidingLog`](crate::KeyedSlidingLog); its reference model is
-//! [`reference::SlidingLog`](crate::reference::SlidingLog).
+//! word, see [`KeyedSlidingLog`](crate::KeyedSlidingLog).
 //!
 //! Any store can hold the words. Here a plain map, on one thread, decides as a
 //! [`KeyedRateLimiter`](crate::KeyedRateLimiter) would:
@@ -172,32 +172,54 @@ pub trait Algorithm: sealed::Sealed + Send + Sync + core::fmt::Debug {
     fn is_idle(&self, state: u64, now: Nanos) -> bool;
 }
 
+/// What a peek at `state` reports for a request of `cost` at `now`: the request's outcome and
+/// wait, beside the state as it stands (see [`Decision::peeked`]). Nothing is written.
+#[inline]
+pub(crate) fn peek<A: Algorithm>(algorithm: &A, state: u64, now: Nanos, cost: u64) -> Decision {
+    let request = algorithm.decide(state, now, cost).0;
+    Decision::peeked(request, algorithm.decide(state, now, 0).0)
+}
+
 /// Seals [`Algorithm`], and holds what the keyed table asks of an algorithm beyond it.
 pub(crate) mod sealed {
     use super::Algorithm;
     use crate::clock::Nanos;
 
     pub trait Sealed {
-        /// Whether the entry with `state` is being limited at `now`: it cannot admit a request
-        /// of cost 1, under this algorithm or under a per-call quota whose room after one
-        /// request is `tier_room` nanoseconds (`u64::MAX` when no request has had one). An
-        /// entry that is being limited is never evicted.
-        ///
-        /// Only GCRA takes per-call quotas (tiers); the windows ignore `tier_room`.
+        /// How far the state may run ahead of the clock and still admit a request of cost 1:
+        /// what [`is_limited`](Sealed::is_limited) judges this algorithm's own entries by.
+        /// Only GCRA's state runs ahead of the clock; the windows judge by their state alone.
         #[inline]
-        fn is_limited(&self, state: u64, now: Nanos, tier_room: u64) -> bool
+        fn room(&self) -> u64 {
+            0
+        }
+
+        /// Whether the entry with `state` is being limited at `now`: it cannot admit a request
+        /// of cost 1 under the quota whose [`room`](Sealed::room) is `room`, which is this
+        /// algorithm's own or, in a table of tiers, the entry's tier's. An entry that is being
+        /// limited is never evicted.
+        ///
+        /// Only GCRA takes per-call quotas (tiers); the windows ignore `room`.
+        #[inline]
+        fn is_limited(&self, state: u64, now: Nanos, room: u64) -> bool
         where
             Self: Algorithm,
         {
-            let _ = tier_room;
+            let _ = room;
             self.decide(state, now, 0).0.remaining() == 0
         }
     }
 
     impl Sealed for super::Gcra {
         #[inline]
-        fn is_limited(&self, state: u64, now: Nanos, tier_room: u64) -> bool {
-            self.is_limited_within(state, now, tier_room)
+        fn room(&self) -> u64 {
+            self.room()
+        }
+
+        #[inline]
+        fn is_limited(&self, state: u64, now: Nanos, room: u64) -> bool {
+            // The schedule runs further ahead of the clock than a request's room.
+            state.saturating_sub(now.as_nanos()) > room
         }
     }
     impl Sealed for super::SlidingWindow {}

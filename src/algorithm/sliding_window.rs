@@ -70,7 +70,7 @@ use crate::quota::{Quota, QuotaError};
 /// assert!(!sw.decide(state, halfway, 6).0.is_allowed());
 /// assert!(sw.decide(state, halfway, 5).0.is_allowed());
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SlidingWindow {
     period: u64,
     limit: u64,
@@ -83,6 +83,22 @@ struct View {
     at: Position,
     prev: u64,
     cur: u64,
+}
+
+/// The limit per window, and the window as a duration.
+///
+/// ```
+/// use tollgate::{Quota, SlidingWindow};
+/// let window = SlidingWindow::new(&Quota::per_minute(10).unwrap()).unwrap();
+/// assert_eq!(format!("{window:?}"), "SlidingWindow { limit: 10, period: 60s }");
+/// ```
+impl core::fmt::Debug for SlidingWindow {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SlidingWindow")
+            .field("limit", &self.limit)
+            .field("period", &core::time::Duration::from_nanos(self.period))
+            .finish()
+    }
 }
 
 impl SlidingWindow {

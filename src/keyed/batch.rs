@@ -13,6 +13,7 @@ use super::KeyedRateLimiter;
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied, InsufficientCapacity};
+use crate::quota::Quota;
 use crate::store::Probe;
 
 impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
@@ -79,7 +80,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     ///
     /// The iterator yields, request by request, what [`decide_key`](Self::decide_key) would give:
     /// a cost above the capacity is an [`InsufficientCapacity`] error and leaves the key alone; a
-    /// cost of 0 is a peek, which never inserts the key. Chunks, read-ahead and the clock reading
+    /// cost of 0 is admitted without changing anything or inserting the key. Chunks, read-ahead and the clock reading
     /// per 16 decisions are those of `check_keys`.
     ///
     /// ```
@@ -117,17 +118,21 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     ///
     /// The iterator yields, request by request, what
     /// [`decide_key_with`](Self::decide_key_with) would give: a cost above the request's quota's
-    /// burst is an [`InsufficientCapacity`] error and leaves the key alone, and a cost of 0 is a
-    /// peek. As there, the table judges its entries by each quota from the request decided with
-    /// it on ([`check_key_with`](Self::check_key_with) has the rule). Chunks, read-ahead and the
-    /// clock reading per 16 decisions are those of `check_keys`.
+    /// burst is an [`InsufficientCapacity`] error and leaves the key alone, and a cost of 0 is
+    /// admitted without changing anything. As there, the entries of a declared tier are judged
+    /// by its own quota ([`check_key_with`](Self::check_key_with) has the rule). Chunks,
+    /// read-ahead and the clock reading per 16 decisions are those of `check_keys`.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
     ///
-    /// let free = Gcra::from(Quota::per_minute(10).unwrap());
-    /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap());
-    /// let limiter = KeyedRateLimiter::<str>::gcra(Quota::per_minute(10).unwrap(), 10_000).unwrap();
+    /// let free = Quota::per_minute(10).unwrap();
+    /// let premium = Quota::per_minute(1_000).unwrap();
+    /// let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(free))
+    ///     .tier(premium)
+    ///     .capacity(10_000)
+    ///     .build()
+    ///     .unwrap();
     /// let requests = [
     ///     ("free-user", &free, 10),
     ///     ("paying-user", &premium, 500),
@@ -146,7 +151,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         requests: I,
     ) -> DecideKeysWith<'_, K, C, S, I::IntoIter>
     where
-        I: IntoIterator<Item = (&'k Q, &'q Gcra, u64)>,
+        I: IntoIterator<Item = (&'k Q, &'q Quota, u64)>,
         K: Borrow<Q>,
         Q: Hash + ?Sized + 'k,
     {
@@ -377,7 +382,7 @@ impl<K: ?Sized, A, C, S, I> fmt::Debug for CheckKeys<'_, K, A, C, S, I> {
 /// let mut decisions = limiter.decide_keys([(&1, 4), (&1, 0), (&2, 11)]);
 /// assert_eq!(decisions.size_hint(), (3, Some(3)));
 /// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 6);
-/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 6); // a peek
+/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 6); // a cost of 0
 /// assert!(decisions.next().unwrap().is_err()); // 11 never fits a burst of 10
 /// assert!(decisions.next().is_none());
 /// ```
@@ -435,18 +440,21 @@ impl<K: ?Sized, A, C, S, I> fmt::Debug for DecideKeys<'_, K, A, C, S, I> {
 /// ```
 /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
 ///
-/// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(1).unwrap(), 100).unwrap();
-/// let gold = Gcra::from(Quota::per_second(100).unwrap());
+/// let gold = Quota::per_second(100).unwrap();
+/// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
+///     .tier(gold)
+///     .build()
+///     .unwrap();
 /// let mut decisions = limiter.decide_keys_with([(&7, &gold, 10), (&7, &gold, 0)]);
 /// assert_eq!(decisions.size_hint(), (2, Some(2)));
 /// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 90);
-/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 90); // a peek
+/// assert_eq!(decisions.next().unwrap().unwrap().remaining(), 90); // a cost of 0
 /// assert!(decisions.next().is_none());
 /// ```
 #[must_use = "iterators are lazy: no request is decided until the iterator is advanced"]
 pub struct DecideKeysWith<'a, K: ?Sized, C, S, I> {
-    /// Each request's quota is copied beside its probe (24 bytes): a reference would make the
-    /// quotas' lifetime a parameter of this type.
+    /// Each request's quota is kept as its algorithm beside its probe (24 bytes): a reference
+    /// would make the quotas' lifetime a parameter of this type.
     pipeline: Pipeline<'a, K, Gcra, C, S, I, (Gcra, u64)>,
 }
 
@@ -455,7 +463,7 @@ where
     K: ?Sized + Borrow<Q>,
     C: Clock,
     S: BuildHasher,
-    I: Iterator<Item = (&'k Q, &'q Gcra, u64)>,
+    I: Iterator<Item = (&'k Q, &'q Quota, u64)>,
     Q: Hash + ?Sized + 'k,
 {
     type Item = Result<Decision, InsufficientCapacity>;
@@ -463,7 +471,7 @@ where
     #[inline]
     fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
         self.pipeline.next(
-            |(key, quota, cost)| (key, (*quota, cost)),
+            |(key, quota, cost)| (key, (Gcra::new(quota), cost)),
             |limiter, probe, (quota, cost), now| {
                 limiter.decide_as_tier_at(&quota, probe, cost, now)
             },
@@ -481,7 +489,7 @@ where
     K: ?Sized + Borrow<Q>,
     C: Clock,
     S: BuildHasher,
-    I: Iterator<Item = (&'k Q, &'q Gcra, u64)>,
+    I: Iterator<Item = (&'k Q, &'q Quota, u64)>,
     Q: Hash + ?Sized + 'k,
 {
 }

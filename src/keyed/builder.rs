@@ -1,14 +1,15 @@
-//! Configuring a keyed limiter: [`KeyedBuilder`], and the error of the shorthand constructors.
+//! Configuring a keyed limiter: [`KeyedBuilder`].
 
 use core::fmt;
 use core::hash::BuildHasher;
 use core::marker::PhantomData;
 
-use super::{DefaultKeyHasher, KeyedRateLimiter};
-use crate::algorithm::Algorithm;
+use super::{DefaultKeyHasher, KeyedRateLimiter, UNDECLARED};
+use crate::algorithm::{sealed::Sealed, Algorithm, Gcra};
 use crate::clock::{Clock, TscClock};
-use crate::quota::QuotaError;
-use crate::store::{CapacityError, Overflow, Table};
+use crate::error::BuildError;
+use crate::quota::Quota;
+use crate::store::{Overflow, Table, CLASSES};
 
 /// Configures a [`KeyedRateLimiter`] for keys of type `K`: capacity, overflow policy, clock and
 /// hasher. [`KeyedRateLimiter::builder`] starts one; the key type is named there, as for the
@@ -28,6 +29,8 @@ use crate::store::{CapacityError, Overflow, Table};
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct KeyedBuilder<K: ?Sized, A, C = TscClock, S = DefaultKeyHasher> {
     algorithm: A,
+    /// Declared with [`tier`](KeyedBuilder::tier), in order, each once.
+    tiers: Vec<Gcra>,
     clock: ClockChoice<C>,
     hasher: S,
     capacity: usize,
@@ -43,6 +46,7 @@ impl<K: ?Sized, A: fmt::Debug, C: fmt::Debug, S: fmt::Debug> fmt::Debug
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedBuilder")
             .field("algorithm", &self.algorithm)
+            .field("tiers", &self.tiers)
             .field("clock", &self.clock)
             .field("hasher", &self.hasher)
             .field("capacity", &self.capacity)
@@ -77,6 +81,7 @@ impl<K: ?Sized, A> KeyedBuilder<K, A> {
     pub(crate) fn new(algorithm: A) -> KeyedBuilder<K, A> {
         KeyedBuilder {
             algorithm,
+            tiers: Vec::new(),
             clock: ClockChoice::Default(TscClock::new),
             hasher: DefaultKeyHasher::new(),
             capacity: Self::DEFAULT_CAPACITY,
@@ -116,7 +121,7 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
         self
     }
 
-    /// What to do when a new key finds no room (default [`Overflow::Deny`]).
+    /// What to do when a new key finds no room (default [`Overflow::EvictLeastConstrained`]).
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
@@ -146,6 +151,7 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
     pub fn clock<C2: Clock>(self, clock: C2) -> KeyedBuilder<K, A, C2, S> {
         KeyedBuilder {
             algorithm: self.algorithm,
+            tiers: self.tiers,
             clock: ClockChoice::Given(clock),
             hasher: self.hasher,
             capacity: self.capacity,
@@ -170,6 +176,7 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
     pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> KeyedBuilder<K, A, C, S2> {
         KeyedBuilder {
             algorithm: self.algorithm,
+            tiers: self.tiers,
             clock: self.clock,
             hasher,
             capacity: self.capacity,
@@ -198,7 +205,7 @@ impl<K: ?Sized, A, C, S> KeyedBuilder<K, A, C, S> {
         self
     }
 
-    /// The configuration, taken apart for a store's `build`.
+    /// The configuration, taken apart for a store's `build` (the tiers are the keyed table's).
     pub(crate) fn into_parts(self) -> (A, C, S, usize, Overflow, usize) {
         let parallelism = self
             .parallelism
@@ -223,18 +230,32 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<K, A, C, S>
     ///
     /// # Errors
     ///
-    /// [`CapacityError`] for a capacity of 0 or one whose table cannot be allocated.
+    /// [`BuildError`] for a capacity of 0 or one whose table cannot be allocated, or more tiers
+    /// than a table can tell apart.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
     /// let l = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(1).unwrap())).build();
     /// assert!(l.is_ok());
     /// ```
-    pub fn build(self) -> Result<KeyedRateLimiter<K, A, C, S>, CapacityError> {
+    pub fn build(mut self) -> Result<KeyedRateLimiter<K, A, C, S>, BuildError> {
+        let tiers = core::mem::take(&mut self.tiers).into_boxed_slice();
+        if tiers.len() > BuildError::MAX_TIERS {
+            return Err(BuildError::TooManyTiers { tiers: tiers.len() });
+        }
         let (algorithm, clock, hasher, capacity, overflow, parallelism) = self.into_parts();
+        // Each class of entry is judged by its quota's room: the limiter's own, each tier's, and
+        // for quotas the table was not told of, none (every live entry is being limited).
+        let mut rooms = [0; CLASSES];
+        rooms[0] = algorithm.room();
+        for (room, tier) in rooms[1..].iter_mut().zip(tiers.iter()) {
+            *room = Sealed::room(tier);
+        }
+        debug_assert_eq!(rooms[UNDECLARED], 0);
         Ok(KeyedRateLimiter {
-            table: Table::new(capacity, parallelism)?,
+            table: Table::new(capacity, parallelism, rooms)?,
             algorithm,
+            tiers,
             clock,
             hasher,
             overflow,
@@ -243,53 +264,39 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<K, A, C, S>
     }
 }
 
-/// Either a capacity or a quota error, from the shorthand constructors.
-///
-/// Like [`CheckError`](crate::CheckError), it displays as its variant does and has no
-/// [`source`](std::error::Error::source) of its own.
-///
-/// ```
-/// use tollgate::{KeyedError, KeyedRateLimiter, Quota};
-/// let err = KeyedRateLimiter::<u64>::sliding_window(Quota::per_second(1 << 20).unwrap(), 10).unwrap_err();
-/// assert!(matches!(err, KeyedError::Quota(_)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyedError {
-    /// The quota does not fit the algorithm.
-    Quota(QuotaError),
-    /// The capacity cannot be allocated.
-    Capacity(CapacityError),
-}
-
-impl fmt::Display for KeyedError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyedError::Quota(err) => err.fmt(f),
-            KeyedError::Capacity(err) => err.fmt(f),
+/// Tiers: per-call quotas for the keys of a GCRA table.
+impl<K: ?Sized, C, S> KeyedBuilder<K, Gcra, C, S> {
+    /// Declares a tier: a quota that requests of some keys are decided with instead of the
+    /// limiter's own ([`check_key_with`](KeyedRateLimiter::check_key_with)). A table tells up to
+    /// six tiers apart besides its own quota; declaring one lets
+    /// [`Overflow::EvictLeastConstrained`] judge its keys by their own quota, so that one of its
+    /// keys with room left can be evicted, and one it is limiting never is. A quota declared
+    /// twice, or the limiter's own, counts once.
+    ///
+    /// ```
+    /// use tollgate::{BuildError, Gcra, KeyedRateLimiter, Quota};
+    ///
+    /// let free = Quota::per_minute(10).unwrap();
+    /// let pro = Quota::per_minute(100).unwrap();
+    /// let enterprise = Quota::per_minute(10_000).unwrap().with_burst(500).unwrap();
+    /// let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(free))
+    ///     .tier(pro)
+    ///     .tier(enterprise)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(limiter.check_key_with("acme", &enterprise, 500).is_ok());
+    ///
+    /// // Seven tiers are more than a table tells apart.
+    /// let seven = (2..9).fold(KeyedRateLimiter::<str>::builder(Gcra::from(free)), |b, n| {
+    ///     b.tier(Quota::per_minute(n * 10).unwrap())
+    /// });
+    /// assert_eq!(seven.build().unwrap_err(), BuildError::TooManyTiers { tiers: 7 });
+    /// ```
+    pub fn tier(mut self, quota: Quota) -> Self {
+        let tier = Gcra::new(&quota);
+        if tier != self.algorithm && !self.tiers.contains(&tier) {
+            self.tiers.push(tier);
         }
-    }
-}
-
-// Transparent, as `CheckError` is (its impl says why): the message and the source are the
-// variant's.
-impl std::error::Error for KeyedError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            KeyedError::Quota(err) => err.source(),
-            KeyedError::Capacity(err) => err.source(),
-        }
-    }
-}
-
-impl From<QuotaError> for KeyedError {
-    fn from(err: QuotaError) -> KeyedError {
-        KeyedError::Quota(err)
-    }
-}
-
-impl From<CapacityError> for KeyedError {
-    fn from(err: CapacityError) -> KeyedError {
-        KeyedError::Capacity(err)
+        self
     }
 }

@@ -34,7 +34,7 @@ mod batch;
 mod builder;
 
 pub use batch::{CheckKeys, DecideKeys, DecideKeysWith};
-pub use builder::{KeyedBuilder, KeyedError};
+pub use builder::KeyedBuilder;
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -44,8 +44,9 @@ use core::marker::PhantomData;
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
+use crate::error::BuildError;
 use crate::quota::Quota;
-use crate::store::{CapacityError, KeyedStats, Overflow, Overflowed, Probe, Table};
+use crate::store::{KeyedStats, Overflow, Overflowed, Probe, Table, CLASSES};
 
 /// The default hasher: ahash, seeded at random for each limiter, so that nobody can aim keys at
 /// one probe group.
@@ -157,11 +158,18 @@ pub type DefaultKeyHasher = ahash::RandomState;
 pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHasher> {
     table: Table,
     algorithm: A,
+    /// The tiers declared with [`KeyedBuilder::tier`]: the entries of tier `i` are of class
+    /// `i + 1` in the table (class 0 is the limiter's own quota, [`UNDECLARED`] any other).
+    tiers: Box<[Gcra]>,
     clock: C,
     hasher: S,
     overflow: Overflow,
     key: PhantomData<fn(&K)>,
 }
+
+/// The class of an entry last admitted under a quota that is neither the limiter's own nor a
+/// declared tier: the table knows no room for it, and spares it from eviction while it is live.
+const UNDECLARED: usize = CLASSES - 1;
 
 // The three constructors with the defaults, and `builder`, all live on the defaults' type, so
 // that each call names the key type alone: `KeyedRateLimiter::<str>::sliding_window(..)`,
@@ -170,18 +178,18 @@ pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHas
 // takes the default algorithm, GCRA) and would need `KeyedRateLimiter::<str, _>`.
 impl<K: ?Sized> KeyedRateLimiter<K> {
     /// A GCRA limiter per key for `quota`, sized for `capacity` live keys, with the defaults
-    /// (random ahash, [`TscClock`], [`Overflow::Deny`]).
+    /// (random ahash, [`TscClock`], [`Overflow::EvictLeastConstrained`]).
     ///
     /// # Errors
     ///
-    /// [`CapacityError`] for a capacity of 0 or one whose table cannot be allocated.
+    /// [`BuildError`] for a capacity of 0 or one whose table cannot be allocated.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
     /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 1_000).unwrap();
     /// assert!(l.check_key(&1).is_ok());
     /// ```
-    pub fn gcra(quota: Quota, capacity: usize) -> Result<KeyedRateLimiter<K>, CapacityError> {
+    pub fn gcra(quota: Quota, capacity: usize) -> Result<KeyedRateLimiter<K>, BuildError> {
         KeyedRateLimiter::builder(Gcra::new(&quota))
             .capacity(capacity)
             .build()
@@ -191,7 +199,8 @@ impl<K: ?Sized> KeyedRateLimiter<K> {
     ///
     /// # Errors
     ///
-    /// The quota does not fit the sliding window's word, or the capacity cannot be allocated.
+    /// [`BuildError`]: the quota does not fit the sliding window's word, or the capacity cannot
+    /// be allocated.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -202,17 +211,18 @@ impl<K: ?Sized> KeyedRateLimiter<K> {
     pub fn sliding_window(
         quota: Quota,
         capacity: usize,
-    ) -> Result<KeyedRateLimiter<K, SlidingWindow>, KeyedError> {
-        Ok(KeyedRateLimiter::builder(SlidingWindow::new(&quota)?)
+    ) -> Result<KeyedRateLimiter<K, SlidingWindow>, BuildError> {
+        KeyedRateLimiter::builder(SlidingWindow::new(&quota)?)
             .capacity(capacity)
-            .build()?)
+            .build()
     }
 
     /// A fixed-window counter per key; see [`KeyedRateLimiter::gcra`].
     ///
     /// # Errors
     ///
-    /// The quota does not fit the fixed window's word, or the capacity cannot be allocated.
+    /// [`BuildError`]: the quota does not fit the fixed window's word, or the capacity cannot be
+    /// allocated.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -222,10 +232,10 @@ impl<K: ?Sized> KeyedRateLimiter<K> {
     pub fn fixed_window(
         quota: Quota,
         capacity: usize,
-    ) -> Result<KeyedRateLimiter<K, FixedWindow>, KeyedError> {
-        Ok(KeyedRateLimiter::builder(FixedWindow::new(&quota)?)
+    ) -> Result<KeyedRateLimiter<K, FixedWindow>, BuildError> {
+        KeyedRateLimiter::builder(FixedWindow::new(&quota)?)
             .capacity(capacity)
-            .build()?)
+            .build()
     }
 
     /// Starts configuring a keyed limiter for keys of type `K` running `algorithm`.
@@ -255,8 +265,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     ///
     /// # Errors
     ///
-    /// [`Denied`] if the key is over its limit, or if it is new and found no room under
-    /// [`Overflow::Deny`] (or nothing could be evicted).
+    /// [`Denied`] if the key is over its limit, or if it is new and found no room (nothing could
+    /// be evicted, or the policy is [`Overflow::Deny`]): then [`Denied::is_overflow`] says so.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -298,13 +308,14 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Ok(self.apply(&self.algorithm, &self.probe(key), cost)?)
     }
 
-    /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is a
-    /// pure peek, which never inserts the key.
+    /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is
+    /// always admitted, changes nothing and never inserts the key.
     ///
-    /// A new key that finds no room under [`Overflow::Deny`] is denied with `remaining` 0, and a
-    /// `retry_after` and a `reset_after` of the time until a slot of its groups becomes idle
-    /// (when it can have its whole capacity); under [`Overflow::Allow`] it gets the decision a
-    /// fresh key would get, unrecorded.
+    /// A new key that finds no room (nothing could be evicted, or the policy is
+    /// [`Overflow::Deny`]) is denied with `remaining` 0, and a `retry_after` and a `reset_after`
+    /// of the time until a slot of its groups becomes idle (when it can have its whole
+    /// capacity); under [`Overflow::Allow`] it gets the decision a fresh key would get,
+    /// unrecorded. Either way the decision [`is_overflow`](Decision::is_overflow).
     ///
     /// # Errors
     ///
@@ -325,23 +336,65 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         self.decide_with(&self.algorithm, &self.probe(key), cost)
     }
 
-    /// The key's state as it stands, without changing it (and without inserting the key): the
-    /// [`Decision`] for a cost of 0.
+    /// Whether one request for `key` would be admitted now, and if not, when it would be,
+    /// without changing anything or inserting the key: [`peek_key_n`](Self::peek_key_n) for a
+    /// cost of 1.
     ///
     /// ```
-    /// use tollgate::{KeyedRateLimiter, Quota};
-    /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(10).unwrap()))
+    ///     .clock(ManualClock::new())
+    ///     .build()
+    ///     .unwrap();
     /// assert_eq!(l.peek_key(&1).remaining(), 10);
-    /// l.check_key_n(&1, 4).unwrap();
-    /// assert_eq!(l.peek_key(&1).remaining(), 6);
-    /// assert_eq!(l.stats().occupied, 1);
+    /// assert_eq!(l.stats().occupied, 0); // a peek never inserts
+    /// l.check_key_n(&1, 10).unwrap();
+    /// let peek = l.peek_key(&1);
+    /// assert!(!peek.is_allowed());
+    /// assert_eq!(peek.retry_after(), Duration::from_millis(100));
     /// ```
     pub fn peek_key<Q>(&self, key: &Q) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.peek_key_as(key, &self.algorithm)
+        self.peek_key_as(key, &self.algorithm, 1)
+    }
+
+    /// Whether a request of `cost` for `key` would be admitted now, and if not, when it would
+    /// be, without changing anything or inserting the key. The decision's
+    /// [`is_allowed`](Decision::is_allowed) and [`retry_after`](Decision::retry_after) are the
+    /// request's; [`remaining`](Decision::remaining) and [`reset_after`](Decision::reset_after)
+    /// describe the key's state as it stands, since nothing is consumed. A key that is not in
+    /// the table is peeked at as a new key (whether it would find room is not checked).
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] if the cost exceeds the capacity and can never fit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    /// let l = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_minute(6).unwrap()))
+    ///     .clock(ManualClock::new())
+    ///     .build()
+    ///     .unwrap();
+    /// l.check_key_n("alice", 4).unwrap();
+    /// assert!(l.peek_key_n("alice", 2).unwrap().is_allowed());
+    /// let peek = l.peek_key_n("alice", 3).unwrap();
+    /// assert!(!peek.is_allowed());
+    /// assert_eq!(peek.remaining(), 2);
+    /// assert_eq!(peek.retry_after(), Duration::from_secs(10)); // one more every 10 s
+    /// assert!(l.peek_key_n("alice", 7).is_err());
+    /// ```
+    pub fn peek_key_n<Q>(&self, key: &Q, cost: u64) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
+        Ok(self.peek_key_as(key, &self.algorithm, cost))
     }
 
     /// Forgets what `key` has consumed: its next request is decided as a new key's. For an
@@ -412,7 +465,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         self.table.stats_snapshot()
     }
 
-    /// Bytes of memory the limiter holds (the table and its headers); fixed at construction.
+    /// Bytes of memory the limiter holds (the table, its headers and its tiers); fixed at
+    /// construction.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -422,6 +476,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     #[must_use]
     pub fn memory(&self) -> usize {
         self.table.memory() + core::mem::size_of::<Self>() - core::mem::size_of::<Table>()
+            + core::mem::size_of_val(&*self.tiers)
     }
 
     /// The overflow policy.
@@ -429,7 +484,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// ```
     /// use tollgate::{KeyedRateLimiter, Overflow, Quota};
     /// let l = KeyedRateLimiter::<u64>::gcra(Quota::per_second(10).unwrap(), 100).unwrap();
-    /// assert_eq!(l.overflow(), Overflow::Deny);
+    /// assert_eq!(l.overflow(), Overflow::EvictLeastConstrained);
     /// ```
     #[must_use]
     pub fn overflow(&self) -> Overflow {
@@ -464,10 +519,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         &self.clock
     }
 
-    /// [`peek_key`](Self::peek_key) under `algorithm`: the limiter's own, or a tier's for
-    /// [`KeyedDifferential`](crate::reference::KeyedDifferential), whose keys may each have their
-    /// own algorithm.
-    pub(crate) fn peek_key_as<Q, B>(&self, key: &Q, algorithm: &B) -> Decision
+    /// [`peek_key_n`](Self::peek_key_n) under `algorithm`: the limiter's own, or a tier's.
+    pub(crate) fn peek_key_as<Q, B>(&self, key: &Q, algorithm: &B, cost: u64) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
@@ -475,7 +528,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     {
         let probe = self.probe(key);
         let now = self.clock.now();
-        algorithm.decide(self.table.state(&probe), now, 0).0
+        crate::algorithm::peek(algorithm, self.table.state(&probe), now, cost)
     }
 
     /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
@@ -497,16 +550,15 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), state),
         };
         // The request is decided by `algorithm` (a tier's quota, for `check_key_with`), but the
-        // entries a new key may displace are judged by the limiter's own and by the tiers the
-        // table has learned (`Table::learn_tier`), as the tiers' docs promise: the request's
-        // quota says nothing about the other keys' tiers.
+        // entries a new key may displace are judged by the limiter's own: for GCRA, each by the
+        // room of its own class, which the table holds.
         match self
             .table
             .update(probe, &self.algorithm, now, self.overflow, step)
         {
             Ok(outcome) => outcome,
             Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
-            Err(Overflowed { retry_after, .. }) => Err(Denied::new(retry_after)),
+            Err(Overflowed { retry_after, .. }) => Err(Denied::no_room(retry_after)),
         }
     }
 
@@ -538,7 +590,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
                 .update(probe, &self.algorithm, now, self.overflow, step)
             {
                 Ok(decision) => decision,
-                Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
+                Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => {
+                    fresh.overflowed()
+                }
                 Err(Overflowed { retry_after, .. }) => Decision::no_room(retry_after, capacity),
             },
         )
@@ -602,100 +656,150 @@ impl<K: ?Sized, A, C, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
 /// means the same under any quota, so one table can hold free and premium keys side by side, each
 /// decided with its own quota, and an idle key is idle under every quota.
 impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
-    /// Admits a request of `cost` for `key` under `quota` instead of the limiter's own.
+    /// Admits a request of `cost` for `key` under `quota` instead of the limiter's own: for a
+    /// table of tiers, free and premium keys side by side.
+    ///
+    /// Declare the tiers when building the limiter ([`KeyedBuilder::tier`]). Each entry then
+    /// carries its tier in its slot (in the top bits of its tag), and
+    /// [`Overflow::EvictLeastConstrained`] judges it by its own tier's quota: an entry that its
+    /// tier is limiting is never evicted, and one that still has room under its tier may be.
+    /// A quota that is not declared decides just as exactly, but the table does not know its
+    /// room, so its entries are never evicted while they are live. Neither changes how any other
+    /// key is judged.
     ///
     /// Use one quota per key consistently: switching a key between quotas is well defined (its
-    /// schedule is judged by the new quota's interval and burst from then on) but is not the
-    /// same as a key that always had the new quota.
-    ///
-    /// Whether a slot is idle, and how long until it is, do not depend on the quota: reuse, and
-    /// the `retry_after` of an overflow, are exact for every tier. One judgement does need a
-    /// quota, which a slot cannot tell: whether an entry is being limited, which
-    /// [`Overflow::EvictLeastConstrained`] must know to spare it. So the table judges every entry
-    /// by the strictest quota it knows: its own and every one that a request has been decided
-    /// with, from that request on. An entry is spared while its schedule runs further ahead of
-    /// the clock than the least time any of them leaves after one request
-    /// ([`tolerance`](Quota::tolerance) minus [`emission_interval`](Quota::emission_interval): 54 s
-    /// for 10 per minute, 5.94 s for 1 000 per minute with bursts of 100). No key that its own
-    /// tier is limiting is ever evicted, whichever tier the limiter itself is given; the price is
-    /// that a key of a lenient tier may be spared although it still has requests left. A quota
-    /// used once keeps judging for the limiter's life.
+    /// schedule is judged by the new quota's interval and burst from then on, and its entry by
+    /// the tier of its latest admission) but is not the same as a key that always had the new
+    /// quota.
     ///
     /// Requests that come in batches, each with its key's tier, go through
     /// [`decide_keys_with`](Self::decide_keys_with).
     ///
     /// # Errors
     ///
-    /// As for [`check_key_n`](KeyedRateLimiter::check_key_n), against `quota`'s burst. A request
-    /// refused as [`CheckError::InsufficientCapacity`] is not decided, and the table does not
-    /// learn its quota.
+    /// As for [`check_key_n`](KeyedRateLimiter::check_key_n), against `quota`'s burst.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
     ///
     /// // Free keys under the limiter's own quota, premium keys with `check_key_with`.
     /// let free = Quota::per_minute(10).unwrap();
-    /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap());
-    /// let limiter = KeyedRateLimiter::<str>::gcra(free, 10_000).unwrap();
+    /// let premium = Quota::per_minute(1_000).unwrap();
+    /// let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(free))
+    ///     .tier(premium)
+    ///     .capacity(10_000)
+    ///     .build()
+    ///     .unwrap();
     ///
     /// assert!(limiter.check_key_n("free-user", 10).is_ok());
     /// assert!(limiter.check_key("free-user").is_err());
     /// assert!(limiter.check_key_with("paying-user", &premium, 500).is_ok());
     /// ```
     #[inline]
-    pub fn check_key_with<Q>(&self, key: &Q, quota: &Gcra, cost: u64) -> Result<(), CheckError>
+    pub fn check_key_with<Q>(&self, key: &Q, quota: &Quota, cost: u64) -> Result<(), CheckError>
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        InsufficientCapacity::check(cost, quota.capacity())?;
-        self.table.learn_tier(quota.room());
-        Ok(self.apply(quota, &self.probe(key), cost)?)
+        let (tier, class) = self.tier(quota);
+        InsufficientCapacity::check(cost, tier.capacity())?;
+        Ok(self.apply(&tier, &self.probe(key).with_class(class), cost)?)
     }
 
-    /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own. As for
-    /// [`check_key_with`](Self::check_key_with), the table judges its entries by `quota` too
-    /// from now on.
+    /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own, with
+    /// everything about it: [`decide_key`](Self::decide_key) for a table of tiers (see
+    /// [`check_key_with`](Self::check_key_with) for how tiers are judged).
     ///
     /// # Errors
     ///
-    /// [`InsufficientCapacity`] if the cost exceeds `quota`'s burst; the request is not decided,
-    /// and the table does not learn its quota.
+    /// [`InsufficientCapacity`] if the cost exceeds `quota`'s burst.
     ///
     /// ```
     /// use tollgate::{Gcra, KeyedRateLimiter, Quota};
-    /// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(1).unwrap(), 100).unwrap();
-    /// let gold = Gcra::from(Quota::per_second(100).unwrap());
+    /// let gold = Quota::per_second(100).unwrap();
+    /// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
+    ///     .tier(gold)
+    ///     .capacity(100)
+    ///     .build()
+    ///     .unwrap();
     /// assert_eq!(limiter.decide_key_with(&7, &gold, 10).unwrap().remaining(), 90);
     /// ```
     pub fn decide_key_with<Q>(
         &self,
         key: &Q,
-        quota: &Gcra,
+        quota: &Quota,
         cost: u64,
     ) -> Result<Decision, InsufficientCapacity>
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.decide_as_tier_at(quota, &self.probe(key), cost, self.clock.now())
+        let (tier, class) = self.tier(quota);
+        let probe = self.probe(key).with_class(class);
+        self.decide_at(&tier, &probe, cost, self.clock.now())
     }
 
-    /// [`decide_at`](Self::decide_at) under a tier's quota, which the table learns first: for
-    /// `decide_key_with` and the batches of `decide_keys_with`.
+    /// [`peek_key_n`](Self::peek_key_n) under `quota` instead of the limiter's own.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] if the cost exceeds `quota`'s burst.
+    ///
+    /// ```
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let limiter = KeyedRateLimiter::<u64>::gcra(Quota::per_second(1).unwrap(), 100).unwrap();
+    /// let gold = Quota::per_second(100).unwrap();
+    /// limiter.check_key_with(&7, &gold, 60).unwrap();
+    /// assert_eq!(limiter.peek_key_with(&7, &gold, 40).unwrap().remaining(), 40);
+    /// assert!(!limiter.peek_key_with(&7, &gold, 41).unwrap().is_allowed());
+    /// ```
+    pub fn peek_key_with<Q>(
+        &self,
+        key: &Q,
+        quota: &Quota,
+        cost: u64,
+    ) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        let tier = Gcra::new(quota);
+        InsufficientCapacity::check(cost, tier.capacity())?;
+        Ok(self.peek_key_as(key, &tier, cost))
+    }
+
+    /// The algorithm for requests under `quota`, and the class of the entries they admit.
+    #[inline]
+    fn tier(&self, quota: &Quota) -> (Gcra, usize) {
+        let tier = Gcra::new(quota);
+        (tier, self.class_of(&tier))
+    }
+
+    /// The class of the entries that requests under `tier` admit: 0 for the limiter's own
+    /// quota, `i + 1` for its tier `i`, [`UNDECLARED`] for any other.
+    #[inline]
+    fn class_of(&self, tier: &Gcra) -> usize {
+        if *tier == self.algorithm {
+            return 0;
+        }
+        match self.tiers.iter().position(|declared| declared == tier) {
+            Some(i) => i + 1,
+            None => UNDECLARED,
+        }
+    }
+
+    /// [`decide_key_with`](Self::decide_key_with) for a request already hashed (`probe`, of
+    /// class 0), at a given time: for the batches of `decide_keys_with`.
     #[inline]
     fn decide_as_tier_at(
         &self,
-        quota: &Gcra,
+        tier: &Gcra,
         probe: &Probe,
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
-        // Tested before the table learns the quota: a request that its tier can never admit is
-        // not decided, and teaches the table nothing (as in `check_key_with`).
-        InsufficientCapacity::check(cost, quota.capacity())?;
-        self.table.learn_tier(quota.room());
-        self.decide_at(quota, probe, cost, now)
+        let probe = probe.with_class(self.class_of(tier));
+        self.decide_at(tier, &probe, cost, now)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::decision::Decision;
 /// Each [`step`](Differential::step) checks that:
 /// - the verdict and `remaining` are the model's, and `limit` is the algorithm's capacity;
 /// - [`Algorithm::transition`] (the check path) agrees with [`Algorithm::decide`] on the verdict
-///   and the stored word, a denial and a peek (a cost of 0) store nothing, and no write stores
+///   and the stored word, a denial and a cost of 0 store nothing, and no write stores
 ///   the reserved `u64::MAX`;
 /// - `retry_after` is exact: the model and the algorithm admit the same request at
 ///   `now + retry_after`, and both deny it one nanosecond earlier (a cost above the capacity must
@@ -164,7 +164,7 @@ impl<A: Algorithm, M: Model + Clone> Differential<A, M> {
             return fail("a denial stored a word");
         }
         if cost == 0 && next != state {
-            return fail("a peek stored a word");
+            return fail("a cost of 0 stored a word");
         }
         // Any other word was stored by an admission (or is the fresh 0): checked once, when it
         // was stored.
@@ -428,7 +428,7 @@ mod tests {
     /// 0. at 0, cost 3: admitted, nothing remaining, full again after 300 ms;
     /// 1. at 0, cost 1: denied for 100 ms (full again after 300 ms);
     /// 2. at 0, cost 4: more than the burst, never admitted;
-    /// 3. at 0, cost 0: a peek.
+    /// 3. at 0, cost 0: nothing to store.
     #[test]
     fn every_check_catches_its_flaw() {
         let quota = Quota::per_second(10).unwrap().with_burst(3).unwrap();
@@ -454,7 +454,7 @@ mod tests {
             (Flaw::TransitionDeniesAdmitted, 0, denied),
             (Flaw::TransitionWaitsLonger, 1, denied),
             (Flaw::DenialWrites, 1, "a denial stored a word"),
-            (Flaw::PeekWrites, 3, "a peek stored a word"),
+            (Flaw::PeekWrites, 3, "a cost of 0 stored a word"),
             (Flaw::StoresReserved, 0, "stored the reserved word u64::MAX"),
             (Flaw::AdmitsWithWait, 0, "an admission with a retry_after"),
             (

@@ -11,6 +11,7 @@ use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, InsufficientCapacity};
 use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
+use crate::quota::Quota;
 use crate::store::Overflow;
 
 /// Replays requests through a [`KeyedRateLimiter`] and, beside it, through one direct
@@ -22,9 +23,10 @@ use crate::store::Overflow;
 ///   fresh one for a key that is new, idle or was evicted);
 /// - an overflow (counted in [`KeyedStats::overflows`](crate::KeyedStats)) concerns a key that
 ///   was absent (a key whose state is not back to fresh keeps its slot unless evicted), is
-///   recorded nowhere (the table still peeks the key as fresh), and decides as its policy says:
-///   under [`Overflow::Allow`] as for a fresh key, under the others a denial with nothing
-///   remaining until the `retry_after` it gives (its `reset_after` too);
+///   recorded nowhere (the table still peeks the key as fresh), and decides as its policy says,
+///   marked as an overflow ([`Decision::is_overflow`]): under [`Overflow::Allow`] as for a fresh
+///   key, under the others a denial with nothing remaining until the `retry_after` it gives (its
+///   `reset_after` too); no other decision is so marked;
 /// - every other key's peek equals its limiter's, except that each eviction changes exactly one
 ///   key, one that had capacity left (it was not being limited), back to fresh;
 /// - a reset ([`reset`](KeyedDifferential::reset)) leaves its key fresh, every other key as it
@@ -194,12 +196,16 @@ where
                 return at.fail("an overflow was recorded".into());
             }
             let policy = self.keyed.overflow();
-            // Denied with nothing remaining until a slot frees up, when all of it does.
+            // Denied with nothing remaining until a slot frees up, when all of it does; either
+            // way marked as the policy's decision.
             let denied = got.is_ok_and(|d| {
-                !d.is_allowed() && d.remaining() == 0 && d.reset_after() == d.retry_after()
+                !d.is_allowed()
+                    && d.is_overflow()
+                    && d.remaining() == 0
+                    && d.reset_after() == d.retry_after()
             });
             let right = match policy {
-                Overflow::Allow => got == fresh.decide(cost),
+                Overflow::Allow => got == fresh.decide(cost).map(Decision::overflowed),
                 _ => denied,
             };
             if !right {
@@ -387,7 +393,7 @@ where
 
     /// The table's peek of `key` under `algorithm`, the key's own.
     fn peek(&self, key: &K, algorithm: &A) -> Decision {
-        self.keyed.peek_key_as(key, algorithm)
+        self.keyed.peek_key_as(key, algorithm, 1)
     }
 
     /// A direct limiter of `algorithm` on the table's clock, in the fresh state.
@@ -404,7 +410,8 @@ where
     S: BuildHasher,
 {
     /// [`step`](KeyedDifferential::step) for a request of `key` under `tier`
-    /// ([`KeyedRateLimiter::decide_key_with`]), beside a direct limiter of `tier` for the key.
+    /// ([`KeyedRateLimiter::decide_key_with`]), beside a direct GCRA limiter of `tier` for the
+    /// key.
     /// A key keeps its tier while it is held (while its state is not back to fresh): a request
     /// under another is a [`Mismatch`], since no single direct limiter stands for such a key.
     ///
@@ -421,11 +428,12 @@ where
     /// use tollgate::reference::KeyedDifferential;
     /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
     ///
-    /// let free = Gcra::from(Quota::per_minute(10).unwrap()); // 54 s after one request
-    /// let premium = Gcra::from(Quota::per_minute(1_000).unwrap().with_burst(100).unwrap()); // 5.94 s
+    /// let free = Quota::per_minute(10).unwrap();
+    /// let premium = Quota::per_minute(1_000).unwrap().with_burst(100).unwrap();
     /// let clock = ManualClock::new();
     /// // A table for free keys, in which premium keys spend their whole burst.
-    /// let table = KeyedRateLimiter::<u32>::builder(free)
+    /// let table = KeyedRateLimiter::<u32>::builder(Gcra::from(free))
+    ///     .tier(premium)
     ///     .capacity(4) // one group of 8 slots
     ///     .overflow(Overflow::EvictLeastConstrained)
     ///     .clock(&clock)
@@ -435,27 +443,28 @@ where
     /// for key in 0..8 {
     ///     diff.step_with(&key, &premium, 100).unwrap();
     /// }
-    /// // Each has 9 requests left under the free quota, none under its own: no entry may be
-    /// // evicted, and a new key overflows.
+    /// // Each would have 9 requests left under the free quota, but has none under its own: no
+    /// // entry may be evicted, and a new key overflows.
     /// assert!(!diff.step(&8, 1).unwrap().unwrap().is_allowed());
     /// assert_eq!(diff.limiter().stats().evictions, 0);
     /// ```
     pub fn step_with(
         &mut self,
         key: &K,
-        tier: &Gcra,
+        tier: &Quota,
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
+        let gcra = Gcra::new(tier);
         if let Some(held) = self.held.get(key) {
-            if is_live(held) && held.algorithm() != tier {
+            if is_live(held) && *held.algorithm() != gcra {
                 return Err(Mismatch(format!(
-                    "step {}: key {key:?} is held under {:?}, asked under {tier:?}",
+                    "step {}: key {key:?} is held under {:?}, asked under {gcra:?}",
                     self.steps,
                     held.algorithm()
                 )));
             }
         }
-        self.step_as(key, *tier, cost, |keyed| {
+        self.step_as(key, gcra, cost, |keyed| {
             keyed.decide_key_with(key, tier, cost)
         })
     }
@@ -533,11 +542,11 @@ mod tests {
         let mut mixed = diff();
         assert_eq!(mixed.step(&1, 5).unwrap().unwrap().remaining(), 0);
         let mismatch = mixed.step(&2, 1).unwrap_err().to_string();
-        let expected = "step 1: decided Ok(Decision { allowed: false, remaining: 0, \
-                        retry_after: Nanos(200000000), reset_after: Nanos(1000000000), limit: 5 \
-                        }), its own limiter Ok(Decision { allowed: true, remaining: 4, \
-                        retry_after: Nanos(0), reset_after: Nanos(200000000), limit: 5 }) \
-                        (key 2, cost 1, now 0 ns)";
+        let expected = "step 1: decided Ok(Decision { allowed: false, overflow: false, \
+                        remaining: 0, retry_after: 200ms, reset_after: 1s, limit: 5 }), its own \
+                        limiter Ok(Decision { allowed: true, overflow: false, remaining: 4, \
+                        retry_after: 0ns, reset_after: 200ms, limit: 5 }) (key 2, cost 1, now 0 \
+                        ns)";
         assert_eq!(mismatch, expected);
 
         // Resetting key 2 gives key 1 its burst back.
@@ -560,9 +569,10 @@ mod tests {
     #[test]
     fn a_key_changes_tier_only_when_idle() {
         let clock = ManualClock::new();
-        let free = Gcra::from(Quota::per_second(1).unwrap());
-        let premium = Gcra::from(Quota::per_second(10).unwrap());
-        let table = KeyedRateLimiter::<u32>::builder(free)
+        let free = Quota::per_second(1).unwrap();
+        let premium = Quota::per_second(10).unwrap();
+        let table = KeyedRateLimiter::<u32>::builder(Gcra::from(free))
+            .tier(premium)
             .clock(&clock)
             .build()
             .unwrap();
@@ -571,7 +581,11 @@ mod tests {
         let mismatch = diff.step_with(&1, &free, 1).unwrap_err().to_string();
         assert_eq!(
             mismatch,
-            format!("step 1: key 1 is held under {premium:?}, asked under {free:?}")
+            format!(
+                "step 1: key 1 is held under {:?}, asked under {:?}",
+                Gcra::from(premium),
+                Gcra::from(free)
+            )
         );
         // Premium's one request is 100 ms: then the key is fresh, and free may take it.
         clock.advance(Duration::from_millis(100));
@@ -663,7 +677,7 @@ mod tests {
             let decision = table.decide_key(&7, 1);
             assert_eq!(
                 table.decide_key(&100, 1),
-                Ok(decision_of(false, 0, 200, 200))
+                Ok(decision_of(false, 0, 200, 200).overflowed())
             );
             decision
         });
@@ -672,13 +686,14 @@ mod tests {
             "step 7: an overflow was recorded (key 7, cost 1, now 0 ns)"
         );
 
-        // Under `Deny`, an overflow is a denial with nothing remaining until a slot frees up
-        // (200 ms), when all of it does. Each flawed decision breaks one of those three.
-        let slot_free = decision_of(false, 0, 200, 200);
+        // Under `Deny`, an overflow is a denial, marked as one, with nothing remaining until a
+        // slot frees up (200 ms), when all of it does. Each flawed decision breaks one of those.
+        let slot_free = decision_of(false, 0, 200, 200).overflowed();
         let flaws = [
-            decision_of(true, 0, 200, 200),  // admitted
-            decision_of(false, 1, 200, 200), // with one request remaining
-            decision_of(false, 0, 200, 400), // full later than a slot frees up
+            decision_of(true, 0, 200, 200).overflowed(),  // admitted
+            decision_of(false, 1, 200, 200).overflowed(), // with one request remaining
+            decision_of(false, 0, 200, 400).overflowed(), // full later than a slot frees up
+            decision_of(false, 0, 200, 200),              // not marked as an overflow
         ];
         for flaw in flaws {
             let mismatch = flawed(Overflow::Deny, &fill(1), 8, |table| {
@@ -694,7 +709,7 @@ mod tests {
         let mismatch = flawed(Overflow::EvictLeastConstrained, &fill(5), 8, |table| {
             assert_eq!(
                 table.decide_key(&8, 1),
-                Ok(decision_of(false, 0, 1_000, 1_000))
+                Ok(decision_of(false, 0, 1_000, 1_000).overflowed())
             );
             Err(InsufficientCapacity::new(1, 5))
         });
@@ -704,17 +719,17 @@ mod tests {
              capacity: 5 }) (key 8, cost 1, now 0 ns)"
         );
 
-        // Under `Allow`, as for a fresh key: not the denial of `Deny`.
-        let mismatch = flawed(Overflow::Allow, &fill(1), 8, |table| {
-            assert_eq!(table.decide_key(&8, 1), Ok(first_request()));
-            Ok(slot_free)
-        });
-        assert_eq!(
-            mismatch,
-            "step 8: Allow overflowed with Ok(Decision { allowed: false, remaining: 0, \
-             retry_after: Nanos(200000000), reset_after: Nanos(200000000), limit: 5 }) \
-             (key 8, cost 1, now 0 ns)"
-        );
+        // Under `Allow`, as for a fresh key, marked: not the denial of `Deny`, nor unmarked.
+        for flaw in [slot_free, first_request()] {
+            let mismatch = flawed(Overflow::Allow, &fill(1), 8, |table| {
+                assert_eq!(table.decide_key(&8, 1), Ok(first_request().overflowed()));
+                Ok(flaw)
+            });
+            assert_eq!(
+                mismatch,
+                format!("step 8: Allow overflowed with Ok({flaw:?}) (key 8, cost 1, now 0 ns)")
+            );
+        }
     }
 
     /// Each check of the other keys fails a table that changes one where it may not, with its
@@ -797,9 +812,9 @@ mod tests {
         let mismatch = diff().reset_as(&1, |_| {}).unwrap_err().to_string();
         assert_eq!(
             mismatch,
-            "step 2: the key peeks as Decision { allowed: true, remaining: 0, retry_after: \
-             Nanos(0), reset_after: Nanos(1000000000), limit: 5 } after its reset, not fresh \
-             (reset of key 1, now 0 ns)"
+            "step 2: the key peeks as Decision { allowed: false, overflow: false, remaining: 0, \
+             retry_after: 200ms, reset_after: 1s, limit: 5 } after its reset, not fresh (reset \
+             of key 1, now 0 ns)"
         );
         // One that records a request of a new key too.
         let mismatch = diff()
@@ -831,9 +846,9 @@ mod tests {
             .to_string();
         assert_eq!(
             mismatch,
-            "step 2: key 2 peeks as Decision { allowed: true, remaining: 2, retry_after: \
-             Nanos(0), reset_after: Nanos(600000000), limit: 5 } after the reset of every key, \
-             not fresh (reset of every key, now 0 ns)"
+            "step 2: key 2 peeks as Decision { allowed: true, overflow: false, remaining: 2, \
+             retry_after: 0ns, reset_after: 600ms, limit: 5 } after the reset of every key, not \
+             fresh (reset of every key, now 0 ns)"
         );
         // One that records a request of a new key too.
         let mismatch = diff()

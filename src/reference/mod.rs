@@ -6,7 +6,7 @@
 //! requests through a model and through the packed, lock-free algorithm and demand identical
 //! decisions. They are public so that other backends and downstream tests can do the same.
 //!
-//! All models share the crate's conventions: a cost of 0 is a peek (always admitted, nothing
+//! All models share the crate's conventions: a cost of 0 is always admitted (nothing
 //! recorded), a cost above the capacity is denied, and a denial records nothing. Where time goes
 //! backwards, each model says what it does; the packed algorithms must do exactly the same.
 //!
@@ -16,7 +16,7 @@
 //! | [`TokenBucket`] | a bucket of `burst` tokens refilled continuously, one per emission interval | [`Gcra`](crate::Gcra) |
 //! | [`SlidingWindowCounter`] | per-window counts, previous window weighted by overlap | [`SlidingWindow`](crate::SlidingWindow) |
 //! | [`FixedWindowCounter`] | per-window counts | [`FixedWindow`](crate::FixedWindow) |
-//! | [`SlidingLog`] | the timestamps of every admitted unit in the last period | (exact; no packed form) |
+//! | [`SlidingWindowLog`] | the timestamps of every admitted unit in the last period | (exact; no packed form) |
 //!
 //! [`Differential`] drives a packed algorithm and a model side by side and reports the first
 //! [`Mismatch`]. [`KeyedDifferential`] does the same for a keyed limiter, beside one direct
@@ -403,10 +403,10 @@ impl Model for FixedWindowCounter {
 /// "at most `limit` units in any window of length `P`" hold for the logged times.
 ///
 /// ```
-/// use tollgate::reference::{Model, SlidingLog};
+/// use tollgate::reference::{Model, SlidingWindowLog};
 /// use tollgate::{Nanos, Quota};
 ///
-/// let mut log = SlidingLog::new(&Quota::per_minute(3).unwrap());
+/// let mut log = SlidingWindowLog::new(&Quota::per_minute(3).unwrap());
 /// let s = 1_000_000_000;
 /// for t in [59 * s, 59 * s, 59 * s] {
 ///     assert!(log.decide(Nanos::from_nanos(t), 1).allowed);
@@ -416,22 +416,22 @@ impl Model for FixedWindowCounter {
 /// assert!(log.decide(Nanos::from_nanos(119 * s), 3).allowed);
 /// ```
 #[derive(Clone, Debug)]
-pub struct SlidingLog {
+pub struct SlidingWindowLog {
     log: VecDeque<u64>,
     limit: u64,
     period: u64,
 }
 
-impl SlidingLog {
+impl SlidingWindowLog {
     /// An empty log for `quota`.
     ///
     /// ```
-    /// let log = tollgate::reference::SlidingLog::new(&tollgate::Quota::per_hour(5).unwrap());
+    /// let log = tollgate::reference::SlidingWindowLog::new(&tollgate::Quota::per_hour(5).unwrap());
     /// assert!(log.is_empty());
     /// ```
     #[must_use]
-    pub fn new(quota: &Quota) -> SlidingLog {
-        SlidingLog {
+    pub fn new(quota: &Quota) -> SlidingWindowLog {
+        SlidingWindowLog {
             log: VecDeque::new(),
             limit: quota.limit(),
             period: quota.period_nanos(),
@@ -441,10 +441,10 @@ impl SlidingLog {
     /// Whether nothing is logged.
     ///
     /// ```
-    /// use tollgate::reference::{Model, SlidingLog};
+    /// use tollgate::reference::{Model, SlidingWindowLog};
     /// use tollgate::{Nanos, Quota};
     ///
-    /// let mut log = SlidingLog::new(&Quota::per_hour(5).unwrap());
+    /// let mut log = SlidingWindowLog::new(&Quota::per_hour(5).unwrap());
     /// assert!(log.is_empty());
     /// assert!(log.decide(Nanos::ZERO, 0).allowed); // a peek logs nothing
     /// assert!(log.is_empty());
@@ -457,7 +457,7 @@ impl SlidingLog {
     }
 }
 
-impl Model for SlidingLog {
+impl Model for SlidingWindowLog {
     fn decide(&mut self, now: Nanos, cost: u64) -> Verdict {
         let newest = self.log.back().copied().unwrap_or(0);
         let t = now.as_nanos().max(newest);
@@ -526,7 +526,7 @@ mod tests {
 
     #[test]
     fn log_never_holds_more_than_the_limit() {
-        let mut log = SlidingLog::new(&Quota::per_second(3).unwrap());
+        let mut log = SlidingWindowLog::new(&Quota::per_second(3).unwrap());
         for i in 0..100u64 {
             log.decide(Nanos::from_nanos(i * 100_000_000), 1 + i % 3);
             assert!(log.log.len() <= 3);

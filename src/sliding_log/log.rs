@@ -18,11 +18,27 @@ use crate::quota::Quota;
 /// let log = SlidingLog::new(&Quota::per_hour(5).unwrap());
 /// assert_eq!(log.limit(), 5);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SlidingLog {
     pub(super) limit: u64,
     /// In nanoseconds.
     pub(super) period: u64,
+}
+
+/// The limit, and the period as a duration.
+///
+/// ```
+/// use tollgate::{Quota, SlidingLog};
+/// let log = SlidingLog::new(&Quota::per_day(3).unwrap());
+/// assert_eq!(format!("{log:?}"), "SlidingLog { limit: 3, period: 86400s }");
+/// ```
+impl core::fmt::Debug for SlidingLog {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SlidingLog")
+            .field("limit", &self.limit)
+            .field("period", &self.period())
+            .finish()
+    }
 }
 
 impl SlidingLog {
@@ -94,25 +110,42 @@ impl SlidingLog {
     /// dropped only on an admission: then `t` becomes the newest stamp and no later decision on
     /// this log is made at an earlier time, so what left the window stays out of it.
     pub(super) fn decide(&self, log: &mut Log, now: Nanos, cost: u64) -> Decision {
+        let (decision, admit) = self.judge(log, now, cost);
+        if let Some((t, first)) = admit {
+            log.drop_front(first);
+            log.push(t, cost, self.limit);
+        }
+        decision
+    }
+
+    /// What [`decide`](SlidingLog::decide) would answer, without recording anything: whether a
+    /// request of `cost` would be admitted now and when it would be, beside what remains now
+    /// (see [`Decision::peeked`]).
+    pub(super) fn peek(&self, log: &Log, now: Nanos, cost: u64) -> Decision {
+        Decision::peeked(self.judge(log, now, cost).0, self.judge(log, now, 0).0)
+    }
+
+    /// The decision on `log` for a request of `cost` at `now`, and for an admission that
+    /// records something, the stamp to log it at and how many old entries to drop first.
+    fn judge(&self, log: &Log, now: Nanos, cost: u64) -> (Decision, Option<(u64, usize)>) {
         let t = self.time(log, now);
         let (used, first) = self.used(log, t);
-        let reset = |log: &Log| {
-            // Zero once everything has left the window.
-            let end = log.newest().map_or(0, |newest| newest + self.period);
-            Nanos::from_nanos(end.saturating_sub(now.as_nanos()))
-        };
+        // Zero once everything has left the window.
+        let until = |end: u64| Nanos::from_nanos(end.saturating_sub(now.as_nanos()));
+        let reset = until(log.newest().map_or(0, |newest| newest + self.period));
         if cost == 0 || (cost <= self.limit && used + cost <= self.limit) {
-            if cost > 0 {
-                log.drop_front(first);
-                log.push(t, cost, self.limit);
-            }
-            return Decision::new(
-                true,
-                self.limit - used - cost,
-                Nanos::ZERO,
-                reset(log),
-                self.limit,
-            );
+            let remaining = self.limit - used - cost;
+            return if cost == 0 {
+                (
+                    Decision::new(true, remaining, Nanos::ZERO, reset, self.limit),
+                    None,
+                )
+            } else {
+                // Logged at `t`, which becomes the newest stamp.
+                let reset = until(t + self.period);
+                let decision = Decision::new(true, remaining, Nanos::ZERO, reset, self.limit);
+                (decision, Some((t, first)))
+            };
         }
         let retry_after = if cost > self.limit {
             Nanos::MAX
@@ -130,13 +163,8 @@ impl SlidingLog {
             }
             Nanos::from_nanos(at - now.as_nanos())
         };
-        Decision::new(
-            false,
-            self.limit - used,
-            retry_after,
-            reset(log),
-            self.limit,
-        )
+        let decision = Decision::new(false, self.limit - used, retry_after, reset, self.limit);
+        (decision, None)
     }
 }
 

@@ -5,10 +5,10 @@
 //! Each key keeps the times of its admitted requests within the last period, at most `limit`
 //! units of them, run-length encoded (requests admitted at the same nanosecond share an entry).
 //! A request of cost `c` at time `t` is admitted iff the units logged in `(t − P, t]` plus `c`
-//! are at most the limit: exact, with no boundary effects. It is the definition of
-//! [`reference::SlidingLog`](crate::reference::SlidingLog), which the tests replay against,
-//! including its treatment of a clock that goes backwards (a request stamped before the newest
-//! logged one is logged with it).
+//! are at most the limit: exact, with no boundary effects. It is the definition of the reference
+//! model `SlidingWindowLog` (the `reference` feature), which the tests replay against, including
+//! its treatment of a clock that goes backwards (a request stamped before the newest logged one
+//! is logged with it).
 //!
 //! ```
 //! use std::time::Duration;
@@ -83,9 +83,10 @@ use crossbeam_utils::CachePadded;
 
 use crate::clock::{Clock, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
+use crate::error::BuildError;
 use crate::keyed::{DefaultKeyHasher, KeyedBuilder};
 use crate::quota::Quota;
-use crate::store::{shards_for, CapacityError, KeyedStats, Overflow};
+use crate::store::{shards_for, KeyedStats, Overflow};
 use log::Log;
 use shard::Shard;
 
@@ -95,7 +96,7 @@ use shard::Shard;
 /// room for the uneven spread of keys over them: see [Memory](self#memory)), each with at most
 /// `limit` units logged. A key is live until its log has emptied, one period after its last
 /// admission, and is dropped when room is needed; a new key that finds its shard full of keys
-/// that still count gets the [`Overflow`] policy (default: deny).
+/// that still count gets the [`Overflow`] policy (default: evict the least-constrained log).
 ///
 /// ```
 /// use std::time::Duration;
@@ -128,13 +129,13 @@ pub struct KeyedSlidingLog<K: ?Sized, C = TscClock, S = DefaultKeyHasher> {
 
 impl<K: ?Sized> KeyedSlidingLog<K> {
     /// An exact sliding log per key for `quota` (its limit and period), for up to `capacity`
-    /// keys, with the defaults (random ahash, [`TscClock`], [`Overflow::Deny`]), as
+    /// keys, with the defaults (random ahash, [`TscClock`], [`Overflow::EvictLeastConstrained`]), as
     /// [`KeyedRateLimiter::gcra`](crate::KeyedRateLimiter::gcra) builds a GCRA table. The
     /// [`builder`](KeyedSlidingLog::builder) sets the rest.
     ///
     /// # Errors
     ///
-    /// [`CapacityError`] for a capacity of 0 or one whose maps cannot be allocated.
+    /// [`BuildError`] for a capacity of 0 or one whose maps cannot be allocated.
     ///
     /// ```
     /// use std::time::Duration;
@@ -147,7 +148,7 @@ impl<K: ?Sized> KeyedSlidingLog<K> {
     /// assert_eq!(logins.stats().capacity, 100_000);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn new(quota: Quota, capacity: usize) -> Result<KeyedSlidingLog<K>, CapacityError> {
+    pub fn new(quota: Quota, capacity: usize) -> Result<KeyedSlidingLog<K>, BuildError> {
         KeyedSlidingLog::builder(&quota).capacity(capacity).build()
     }
 
@@ -205,7 +206,7 @@ impl<K: ?Sized, C, S> SlidingLogBuilder<K, C, S> {
     }
 
     /// What to do when a new key finds its shard full of logs that still count (default
-    /// [`Overflow::Deny`]).
+    /// [`Overflow::EvictLeastConstrained`]).
     ///
     /// [`Overflow::EvictLeastConstrained`] drops a log that is not at its limit, looking at the
     /// 16 least recently written logs of the shard, oldest first. The logs it passes over (at
@@ -271,21 +272,21 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> SlidingLogBuilder<K, C, S> {
     ///
     /// # Errors
     ///
-    /// [`CapacityError`] for a capacity of 0 or one whose maps cannot be allocated.
+    /// [`BuildError`] for a capacity of 0 or one whose maps cannot be allocated.
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
     /// assert!(KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).capacity(0).build().is_err());
     /// ```
-    pub fn build(self) -> Result<KeyedSlidingLog<K, C, S>, CapacityError> {
+    pub fn build(self) -> Result<KeyedSlidingLog<K, C, S>, BuildError> {
         let (config, clock, hasher, capacity, overflow, parallelism) = self.0.into_parts();
         if capacity == 0 {
-            return Err(CapacityError::Zero);
+            return Err(BuildError::ZeroCapacity);
         }
         // About four shards per thread, but at least 16 keys in each.
         let shard_count = shards_for(parallelism, capacity / 16);
         let per_shard = keys_per_shard(capacity, shard_count);
-        let too_large = || CapacityError::TooLarge {
+        let too_large = || BuildError::CapacityTooLarge {
             capacity,
             bytes: shard_count as u128 * Shard::bytes_to_build(per_shard),
         };
@@ -394,20 +395,55 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         Ok(self.decide(self.hasher.hash_one(key), cost))
     }
 
-    /// The key's log as it stands, without changing it: the [`Decision`] for a cost of 0.
+    /// Whether one request for `key` would be admitted now, and if not, when it would be,
+    /// without recording anything or inserting the key: [`peek_key_n`](Self::peek_key_n) for a
+    /// cost of 1.
     ///
     /// ```
     /// use tollgate::{KeyedSlidingLog, Quota};
-    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(2).unwrap()).build().unwrap();
     /// log.check_key(&1).unwrap();
-    /// assert_eq!(log.peek_key(&1).remaining(), 4);
+    /// assert_eq!(log.peek_key(&1).remaining(), 1);
+    /// log.check_key(&1).unwrap();
+    /// let peek = log.peek_key(&1);
+    /// assert!(!peek.is_allowed());
+    /// assert!(peek.retry_after().as_secs() > 3_500); // an hour after the first
     /// ```
     pub fn peek_key<Q>(&self, key: &Q) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.decide(self.hasher.hash_one(key), 0)
+        self.peek(self.hasher.hash_one(key), 1)
+    }
+
+    /// Whether a request of `cost` for `key` would be admitted now, and if not, when it would
+    /// be, without recording anything or inserting the key. The decision's
+    /// [`is_allowed`](Decision::is_allowed) and [`retry_after`](Decision::retry_after) are the
+    /// request's; [`remaining`](Decision::remaining) and [`reset_after`](Decision::reset_after)
+    /// describe the log as it stands, since nothing is consumed.
+    ///
+    /// # Errors
+    ///
+    /// [`InsufficientCapacity`] for a cost above the limit.
+    ///
+    /// ```
+    /// use tollgate::{KeyedSlidingLog, Quota};
+    /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
+    /// log.check_key_n(&1, 3).unwrap();
+    /// assert!(log.peek_key_n(&1, 2).unwrap().is_allowed());
+    /// let peek = log.peek_key_n(&1, 3).unwrap();
+    /// assert!(!peek.is_allowed());
+    /// assert_eq!(peek.remaining(), 2);
+    /// assert!(log.peek_key_n(&1, 6).is_err());
+    /// ```
+    pub fn peek_key_n<Q>(&self, key: &Q, cost: u64) -> Result<Decision, InsufficientCapacity>
+    where
+        K: Borrow<Q>,
+        Q: Hash + ?Sized,
+    {
+        InsufficientCapacity::check(cost, self.config.limit)?;
+        Ok(self.peek(self.hasher.hash_one(key), cost))
     }
 
     /// Forgets what `key` has consumed: drops its log, so that its next request is decided as a
@@ -526,7 +562,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
     /// ```
     /// use tollgate::{KeyedSlidingLog, Overflow, Quota};
     /// let log = KeyedSlidingLog::<u64>::builder(&Quota::per_hour(5).unwrap()).build().unwrap();
-    /// assert_eq!(log.overflow(), Overflow::Deny);
+    /// assert_eq!(log.overflow(), Overflow::EvictLeastConstrained);
     /// ```
     #[must_use]
     pub fn overflow(&self) -> Overflow {
@@ -575,12 +611,22 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedSlidingLog<K, C, S> {
         if !shard.make_room(&self.config, self.per_shard, now, self.overflow) {
             shard.overflows += 1;
             return match self.overflow {
-                Overflow::Allow => decision,
+                Overflow::Allow => decision.overflowed(),
                 _ => Decision::no_room(shard.time_to_room(&self.config, now), self.config.limit),
             };
         }
         shard.insert(hash, log);
         decision
+    }
+
+    /// The decision for a request of `cost` on the log of keys with `hash`, applied to nothing.
+    fn peek(&self, hash: u64, cost: u64) -> Decision {
+        let now = self.clock.now();
+        let shard = lock(self.shard(hash));
+        match shard.log(hash) {
+            Some(log) => self.config.peek(log, now, cost),
+            None => self.config.peek(&Log::default(), now, cost),
+        }
     }
 }
 

@@ -100,6 +100,11 @@ impl Shard {
     }
 
     /// The log of `key`, if it has one.
+    pub(super) fn log(&self, key: u64) -> Option<&Log> {
+        self.logs.get(&key).map(|entry| &entry.log)
+    }
+
+    /// The log of `key`, if it has one, to decide on.
     pub(super) fn log_mut(&mut self, key: u64) -> Option<&mut Log> {
         self.logs.get_mut(&key).map(|entry| &mut entry.log)
     }
@@ -123,7 +128,7 @@ impl Shard {
     }
 
     /// Bytes of the map of a shard built with room for `keys` logs, whether or not it can be
-    /// allocated: what a [`CapacityError`](crate::CapacityError) reports.
+    /// allocated: what a [`BuildError::CapacityTooLarge`](crate::BuildError::CapacityTooLarge) reports.
     pub(super) fn bytes_to_build(keys: usize) -> u128 {
         // The fewest buckets whose usable 7/8 (all but one below 8) hold `keys`, as a power of
         // two, and at least 4 (std's `HashMap` allocates none for 0 keys).

@@ -3,9 +3,9 @@
 //! Pure arithmetic on sizes and hashes; the slots themselves and the protocol that runs on them
 //! are in the `table` module.
 
-use core::fmt;
-
 use crossbeam_utils::CachePadded;
+
+use crate::error::BuildError;
 
 use super::table::{Group, ShardStats, Table};
 use crate::sync::AtomicU128;
@@ -48,6 +48,20 @@ const LOAD_DEN: usize = 25;
 const MIN_GROUPS_PER_SHARD: usize =
     128 * core::mem::size_of::<CachePadded<ShardStats>>().div_ceil(128);
 
+/// The classes a slot's tag can name, in its top three bits: which quota judges whether its
+/// entry is being limited (0, the table's own; a tier's; or none that the table knows). The
+/// other 61 bits are the key's identity.
+pub(crate) const CLASSES: usize = 8;
+const CLASS_SHIFT: u32 = 61;
+/// The bits of a tag that name its key.
+pub(crate) const IDENTITY: u64 = (1 << CLASS_SHIFT) - 1;
+
+/// The class of the entry whose tag is `tag`.
+#[inline]
+pub(crate) const fn class_of(tag: u64) -> usize {
+    (tag >> CLASS_SHIFT) as usize
+}
+
 /// Where a key lives: its tag, its shard, its two probe groups, and in each group the slot it
 /// looks at first.
 ///
@@ -59,7 +73,10 @@ const MIN_GROUPS_PER_SHARD: usize =
 /// prefetch to its decision.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Probe {
-    /// The key's hash, stored in its slot (0 marks an empty slot, so a hash of 0 becomes 1).
+    /// The key's identity (its hash but for the top three bits; 0 marks an empty slot, so an
+    /// identity of 0 becomes 1) and the class of the request, stored in its slot. A key's top
+    /// bits are its shard's in a table of eight shards or more, so there the identity is the
+    /// whole hash in effect: keys of other shards never meet in a slot.
     pub(super) tag: u64,
     /// Indices kept in 32 bits (a table has at most 2^32 groups, see [`Layout::new`]) so that a
     /// probe is 24 bytes: a batch keeps 32 of them.
@@ -76,7 +93,7 @@ impl Probe {
     /// `groups_per_shard` groups each.
     #[inline]
     pub(super) fn new(hash: u64, shards: usize, groups_per_shard: u32) -> Probe {
-        let tag = hash.max(1);
+        let tag = (hash & IDENTITY).max(1);
         let gps = groups_per_shard as u64;
         // Shard from the high bits (a power of two, so this is `hash >> (64 - bits)`).
         let shard = ((hash as u128 * shards as u128) >> 64) as usize;
@@ -110,6 +127,13 @@ impl Probe {
         }
     }
 
+    /// The same key, for a request whose entry belongs to `class` (below [`CLASSES`]).
+    #[inline]
+    pub(crate) const fn with_class(mut self, class: usize) -> Probe {
+        self.tag = self.tag & IDENTITY | (class as u64) << CLASS_SHIFT;
+        self
+    }
+
     /// The number of distinct groups (1 when a shard has a single group).
     #[inline]
     pub(super) fn group_count(&self) -> usize {
@@ -139,48 +163,6 @@ impl Probe {
     }
 }
 
-/// Why a keyed limiter could not be built.
-///
-/// ```
-/// use tollgate::{CapacityError, KeyedRateLimiter, Quota};
-///
-/// let quota = Quota::per_second(5).unwrap();
-/// assert_eq!(KeyedRateLimiter::<u64>::gcra(quota, 0).unwrap_err(), CapacityError::Zero);
-/// assert!(matches!(
-///     KeyedRateLimiter::<u64>::gcra(quota, usize::MAX),
-///     Err(CapacityError::TooLarge { .. })
-/// ));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CapacityError {
-    /// A capacity of 0 keys.
-    Zero,
-    /// The table for this capacity does not fit in memory (or in the address space), or is over
-    /// the limit of 2^32 probe groups (512 GiB of table, about 23 billion keys).
-    TooLarge {
-        /// The capacity asked for.
-        capacity: usize,
-        /// The bytes its table would need (for a [`KeyedSlidingLog`](crate::KeyedSlidingLog),
-        /// its shards' maps).
-        bytes: u128,
-    },
-}
-
-impl fmt::Display for CapacityError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            CapacityError::Zero => f.write_str("a keyed limiter needs a capacity of at least 1 key"),
-            CapacityError::TooLarge { capacity, bytes } => write!(
-                f,
-                "a capacity of {capacity} keys needs {bytes} bytes of table, which cannot be allocated"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CapacityError {}
-
 /// How a table for a capacity is cut up: a pure function of the capacity and the thread count, so
 /// that its size can be checked without allocating it.
 #[derive(Clone, Copy, Debug)]
@@ -191,13 +173,13 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    pub(super) fn new(capacity: usize, parallelism: usize) -> Result<Layout, CapacityError> {
+    pub(super) fn new(capacity: usize, parallelism: usize) -> Result<Layout, BuildError> {
         if capacity == 0 {
-            return Err(CapacityError::Zero);
+            return Err(BuildError::ZeroCapacity);
         }
         let slots = capacity
             .checked_mul(LOAD_DEN)
-            .ok_or(CapacityError::too_large(capacity))?
+            .ok_or(BuildError::capacity_too_large(capacity))?
             .div_ceil(LOAD_NUM);
         let groups = slots.div_ceil(GROUP);
         // Enough shards to spread the counters over the threads, each with enough groups for
@@ -208,7 +190,7 @@ impl Layout {
         // has fewer than 2^32 groups, as `Table` stores them, since such a table has 4 shards or
         // more; checked anyway.)
         if (groups_per_shard * shards) as u64 > 1 << 32 || groups_per_shard > u32::MAX as usize {
-            return Err(CapacityError::too_large(capacity));
+            return Err(BuildError::capacity_too_large(capacity));
         }
         Ok(Layout {
             shards,
@@ -224,14 +206,11 @@ impl Layout {
     }
 }
 
-impl CapacityError {
-    pub(super) fn too_large(capacity: usize) -> CapacityError {
-        CapacityError::TooLarge {
-            capacity,
-            bytes: (capacity as u128 * LOAD_DEN as u128).div_ceil(LOAD_NUM as u128)
-                * core::mem::size_of::<AtomicU128>() as u128,
-        }
-    }
+/// The bytes of the slots alone for `capacity` keys, in 128 bits: what a capacity too large to
+/// allocate reports.
+pub(crate) const fn table_bytes(capacity: usize) -> u128 {
+    (capacity as u128 * LOAD_DEN as u128).div_ceil(LOAD_NUM as u128)
+        * core::mem::size_of::<AtomicU128>() as u128
 }
 
 /// About four shards per thread, as a power of two, but no more than `most` (nor fewer than one).

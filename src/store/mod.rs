@@ -12,13 +12,13 @@
 //! # Orderings
 //!
 //! Every access to a state word or a slot is `Relaxed`, and there is one fence on the protocol's
-//! path: `SeqCst`, between a slot reservation and the scan that validates it (two more, a
-//! release and an acquire, carry a table of tiers' strictest quota to evictions: see "The
-//! tiers' room" below). The argument, first for one word:
+//! path: `SeqCst`, between a slot reservation and the scan that validates it. The argument,
+//! first for one word:
 //!
 //! 1. **The word is the whole state.** A decision is a pure function of the word, the time stamp
-//!    and the cost; no other memory is read because of a word's value, and no other memory is
-//!    published through it. There is nothing for an acquire to make visible.
+//!    and the cost; no other memory is published through it, and the only memory read because of
+//!    a word's value is fixed when the table is built (the room of each tier a slot's tag can
+//!    name). There is nothing for an acquire to make visible.
 //! 2. **Read-modify-writes on one location are totally ordered**, whatever their ordering (the
 //!    location's modification order), and a compare-and-swap succeeds only if the word it replaces
 //!    is the latest in that order. So every admission is computed from the word that every
@@ -66,29 +66,15 @@
 //! `inserts_of_one_key_into_different_slots` (both inserters of one key admitted, each in a slot
 //! of its own) and `three_inserts_of_one_key`.
 //!
-//! **The tiers' room** is the one value read because of a slot's word: eviction spares an entry
-//! that any quota the table has been asked with would limit, and a table learns a tier's quota
-//! (the least room after one request, an `AtomicU64` that only goes down) before the request
-//! decided with it. A thread that sees a word written by such a request must judge it with that
-//! room, or it could evict a key that its tier is limiting. So the learner issues a `Release`
-//! fence after reading or lowering the room and before its decision's compare-and-swap, and an
-//! evictor an `Acquire` fence after the scan that loaded the candidates and before it reads the
-//! room. Every later word of the slot is written by a compare-and-swap, so it continues the
-//! release sequence of the learner's write: an evictor that sees any of them synchronizes with
-//! the learner's fence, and its read of the room comes after the learner's (read-read
-//! coherence). On x86 both fences are compiler barriers only; elsewhere the release fence is
-//! paid by requests with a tier's quota, the acquire fence by evictions. The loom model
-//! `a_tier_learned_by_one_thread_judges_an_eviction_by_another` fails without either fence.
-//!
 //! The statistics counters are `Relaxed` read-modify-writes: they count, they publish nothing.
 //!
 //! The loom models in `loom-tests/` check these claims under every interleaving loom can reach:
 //! exact admission counts from racing threads, no lost update, one slot per key under racing
 //! inserts, and no decision about one key landing on another's state while a slot is reused or
-//! evicted. `loom-tests/mutants.sh`, run by CI, checks that they would notice: with any of the
-//! three fences above weakened or dropped, a rule of the insert's validation skipped, or a
-//! decision's compare-and-swap retried on a word that holds no state of its key (another key's,
-//! or a reservation of its own), the models that the script names for that break fail.
+//! evicted. `loom-tests/mutants.sh`, run by CI, checks that they would notice: with the fence
+//! above weakened, a rule of the insert's validation skipped, or a decision's compare-and-swap
+//! retried on a word that holds no state of its key (another key's, or a reservation of its
+//! own), the models that the script names for that break fail.
 //! Loom has no 128-bit atomic; `src/sync/` gives it one made of a loom `AtomicU64` holding a handle
 //! to an interned value, so the same orderings and the same fence are what loom checks.
 
@@ -98,8 +84,7 @@ mod overflow;
 mod table;
 
 pub(crate) use cell::StateCell;
-pub use layout::CapacityError;
-pub(crate) use layout::{shards_for, Probe};
+pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};
 pub(crate) use table::Table;

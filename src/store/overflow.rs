@@ -3,30 +3,42 @@
 
 use crate::clock::Nanos;
 
-/// What to do when a key's two groups have no empty or idle slot.
+/// What to do when a new key finds no room: its two groups in a keyed table (its shard in a
+/// keyed sliding log) hold no empty or idle slot.
 ///
 /// Whatever the policy, a key that is being limited right now keeps its state: a flood of new
-/// keys cannot give it its quota back.
+/// keys cannot give it its quota back. A request that meets the policy is counted in
+/// [`KeyedStats::overflows`] and its decision says so ([`Decision::is_overflow`]).
+///
+/// The default is [`EvictLeastConstrained`](Overflow::EvictLeastConstrained): under a flood of
+/// new keys that each send a request or two (spoofed addresses, random API keys), `Deny` lets
+/// the flood hold every slot and turns new legitimate clients away for as long as it lasts,
+/// while eviction gives them the slot of a flood key that is not being limited
+/// (`cargo run --release --example flood` measures both).
 ///
 /// ```
 /// use tollgate::{Gcra, KeyedRateLimiter, Overflow, Quota};
 ///
 /// let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(10).unwrap()))
 ///     .capacity(100_000)
-///     .overflow(Overflow::EvictLeastConstrained)
+///     .overflow(Overflow::Deny)
 ///     .build()
 ///     .unwrap();
-/// assert_eq!(limiter.overflow(), Overflow::EvictLeastConstrained);
+/// assert_eq!(limiter.overflow(), Overflow::Deny);
+/// assert_eq!(Overflow::default(), Overflow::EvictLeastConstrained);
 /// ```
 ///
 /// Non-exhaustive: other policies may come (evicting the least recently used entry, say), so a
 /// `match` on it needs a `_` arm.
+///
+/// [`Decision::is_overflow`]: crate::Decision::is_overflow
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Overflow {
     /// Deny the new key's request, with a `retry_after` of the time until a slot of its groups
-    /// frees up. The default: nothing is ever admitted that is not accounted for.
-    #[default]
+    /// frees up: nothing is ever admitted that is not accounted for, and no key already in the
+    /// table loses its state. A flood of new keys that fills the table then locks new
+    /// legitimate clients out while it lasts.
     Deny,
     /// Admit the new key's request as if its state were fresh, without recording it (fail open).
     /// Keys that overflow are not limited at all while the table is full.
@@ -36,9 +48,10 @@ pub enum Overflow {
     /// key starts fresh if it returns, so it may get back the part of its quota it had used.
     /// If every entry is being limited, deny. A slot that another new key is claiming at that
     /// moment is not evicted either (its key has no state yet to judge): with every other entry
-    /// limited, the request is denied as if that one were too. In a table of tiers, entries are
-    /// judged by the strictest quota the table has been asked with
-    /// ([`check_key_with`](crate::KeyedRateLimiter::check_key_with) has the rule).
+    /// limited, the request is denied as if that one were too. In a table of tiers, each entry
+    /// is judged by its own tier's quota ([`check_key_with`](crate::KeyedRateLimiter::check_key_with)
+    /// has the rule). The default.
+    #[default]
     EvictLeastConstrained,
 }
 

@@ -1,135 +1,35 @@
 //! The keyed store: a fixed-size, lock-free table of `(tag, state)` slots.
 //!
-//! # Layout
+//! A slot is one 128-bit word: the key's tag (its identity, the hash but for its top three bits,
+//! which hold the entry's class; 0 means empty) and the algorithm's state word, or `RESERVED`
+//! while a new key claims the slot. A slot is only ever loaded and compare-and-swapped whole, so
+//! a key's tag and state change together and a decision about one key can never land on
+//! another's state. A key lives in one of the 16 slots of its two probe groups (`layout.rs`).
 //!
-//! ```text
-//! shards (power of two, picked by the hash's high bits; about four per thread, as far as each
-//!         keeps 128 groups or more, 256 on s390x), each a cache-padded stats header
-//! └─ groups (any number per shard; two per key, picked by the hash's low and mixed bits)
-//!    └─ 8 slots × 16 bytes = one 128-byte-aligned pair of cache lines
-//!       slot: ┌───────────────────── state (64) ─────────────────────┬────── tag (64) ──────┐
-//!             │ the algorithm's packed word, or RESERVED = u64::MAX   │ the key's hash; 0 = empty │
-//!             └───────────────────────────────────────────────────────┴──────────────────────┘
-//! ```
+//! - **Decide**: compare-and-swap the key's slot from the word loaded to the transition's word.
+//!   A denial writes nothing.
+//! - **Insert**: claim an empty or idle slot of the less loaded group with a reservation, issue
+//!   a `SeqCst` fence, scan both groups again for another slot of the key (the lower
+//!   reservation wins; a higher one is killed into a tombstone that only its owner clears),
+//!   then publish.
+//! - **Overflow**: no empty or idle slot; the policy denies, allows unrecorded, or evicts the
+//!   least-constrained entry, each judged by the room of its own class.
 //!
-//! A key is hashed once; its 64-bit hash is its identity (the key itself is never stored), its
-//! tag (a hash of 0 is stored as 1), and its address: a shard, and two probe groups in that shard.
-//! The key lives in one of the 16 slots of its two groups. A slot is read and written only as a
-//! whole 128-bit word (`cmpxchg16b` on x86-64), so tag and state always change together. The
-//! `layout` module holds the arithmetic: the shards and groups a capacity takes, and the probe
-//! that a hash maps to.
-//!
-//! # Protocol
-//!
-//! - **Decide** (the key is present): load the slot, compute the transition from its state,
-//!   compare-and-swap the whole word `(tag, old) → (tag, new)`. The compare includes the tag, so a
-//!   decision about key A can never land on a slot that has meanwhile been given to key B, and an
-//!   `A → B → A` reuse that restores the very same word is harmless: the decision was computed from
-//!   exactly that word. A denial writes nothing (though on CPUs whose 128-bit load is itself an
-//!   exclusive access, AArch64 without LSE2 and x86-64 without AVX, its load still takes the
-//!   line from other cores). A failed compare-and-swap returns the current word: if it holds the
-//!   key's tag and a state, the transition is computed again from it; if it holds another key's
-//!   tag, or a reservation (even of this key: its idle slot went to another key and then to an
-//!   inserter of this one), the decision scans again.
-//! - **Insert** (the key is absent): decide on the fresh state (the all-zero word); if that writes
-//!   nothing (a peek), insert nothing. Otherwise claim a slot in the less loaded of the two groups
-//!   (the one with fewer live entries, or, if both have as many, fewer slots taken; in it an
-//!   empty slot first, else an *idle* one: a state equivalent to fresh, whose key loses nothing
-//!   by being forgotten) by compare-and-swap to `(tag, RESERVED)`, issue a `SeqCst` fence, and
-//!   re-scan both groups for the same tag:
-//!   - the key is live elsewhere: release the claim and decide there;
-//!   - another reservation for the key at a **lower** slot: release ours and retry (the other
-//!     inserter wins), unless it has stalled for a while, in which case kill it;
-//!   - another reservation at a **higher** slot: kill it;
-//!
-//!   then publish: `(tag, RESERVED) → (tag, new)`. If that fails, our reservation was killed:
-//!   clear its tombstone and retry from the start. Nobody ever decides on a reserved slot, so
-//!   killing one loses nothing.
-//! - **Kill**: compare-and-swap another inserter's `(tag, RESERVED)` to the tombstone
-//!   `(0, RESERVED)`, which only that inserter clears (to empty), when it next runs and finds
-//!   its publish or its release failing. Not to empty: every reservation of a key is the same
-//!   word, so a slot emptied under a stalled inserter could be reserved again by a third
-//!   inserter of the key, and the stalled one's publish, comparing values, would land on that
-//!   reservation with a decision computed before the key went live elsewhere: two live slots,
-//!   and a second burst admitted from a fresh state (the loom model `three_inserts_of_one_key`
-//!   found it). A tombstone is nobody's key and never claimed, so until its owner runs again the
-//!   slot is out of use: one slot for each inserter stalled in the middle of an insert and
-//!   overtaken.
-//! - **Reset** (the key is forgotten on request): a decision whose new state is the fresh word,
-//!   on the key's live slot if it has one; the slot stays the key's, idle. A key with only a
-//!   reservation is not waited for: its inserter decides on the fresh state anyway.
-//!   A reset of every key is the same decision on each live slot in turn, found by walking the
-//!   table: a slot that has changed hands since the walk loaded it is left alone (its old key
-//!   went idle or was evicted, fresh either way; its new one arrived during the walk).
-//! - **Overflow**: neither group has an empty or idle slot. The limiter's policy applies: deny,
-//!   allow without recording, or evict the least-constrained entry (one that still has capacity,
-//!   closest to its reset), never one that is being limited. A slot does not say which quota its
-//!   key is decided with, so "being limited" is judged by the table's quota and by every tier's
-//!   that a request has been decided with (the least room after one request of them all,
-//!   learned before each such request).
-//!
-//! **At most one live slot per key.** Two inserters of the same key each write their reservation,
-//! fence, and then read the other's slot. With both fences `SeqCst`, at least one of them reads the
-//! other's reservation (or what replaced it): store buffering is ruled out. Whoever sees the other
-//! applies the rules above: the lower reservation wins, and the only way a second live slot could
-//! appear is by a publisher that saw no conflict, which the fence argument excludes, or by a
-//! publish that lands on a reservation other than the one its scan vouched for, which the
-//! tombstones exclude: a killed reservation never becomes `(tag, RESERVED)` again before its owner
-//! has tried to publish it. The loom models in `loom-tests/tests/keyed.rs` check this with two and
-//! three racing inserters of one key, a claim of the last free slot by two keys, a decision
-//! racing the reuse of its own idle slot (by another key, or by another key and then an inserter
-//! of its own) or the eviction of its live one, and a reset racing a decision, an insert, or a
-//! reuse.
-//!
-//! **Progress.** A decision on a live slot is lock-free: its compare-and-swap fails only because
-//! another one succeeded. An insert is non-blocking, but between inserters of the *same new key*
-//! only obstruction-free. A stalled inserter (preempted between its claim and its publish) holds
-//! nobody up for long: the others of its key give way for at most `PATIENCE` (64) yields, then kill
-//! its reservation, and an inserter that runs alone finishes. But an inserter that has run out of
-//! patience kills a lower reservation while that reservation's owner, not stalled at all, kills the
-//! higher one: both publishes fail, both start again, and a scheduler that kept pairing the two
-//! that way would starve both. Nothing else is held up: no other key's operation ever touches a
-//! reservation or a tombstone of this key. Lock-freedom here would need one inserter to finish the
-//! other's insert (helping), and a publish by anyone but the reservation's owner would reopen the
-//! identical-word hazard that the tombstones close: the owner could no longer tell its own
-//! reservation from a later one of the same key.
-//!
-//! **Why the decision swaps the whole 128-bit word**, not only the 64-bit state beside a tag loaded
-//! with it (a cheaper instruction, but not by much: in a scratch copy of the crate, not kept,
-//! `check_key` took 0.94-0.97 of the time with it; `benches/RUNS.md`, "Where a check's time
-//! goes"). A state-only swap from `old` lands on whatever key holds the slot if its state happens
-//! to equal `old`, so it would be safe only if a slot's state never came back to an earlier value
-//! across owners. Two things break that. An eviction hands a live slot, whose state can be ahead
-//! of the clock, to a key whose fresh state is below it. And any change of owner (an idle slot
-//! reused, or a slot emptied by a released reservation or a cleared tombstone and claimed again)
-//! under a clock that is behind (a `ManualClock` set back, counters skewed between cores) gives
-//! the new key states below the old one's. Either way the new key's state can climb back to
-//! exactly `old`. The tag in the compare rules both out.
-//!
-//! Nor can the state be made to climb for good across owners without giving something up. A key's
-//! own writes already climb: a GCRA time only moves up, and a window counter's index sits above its
-//! counts, with a clock that is behind read at the stored window. So only a change of owner goes
-//! down. A claim could mark its reservation by raising the slot's idle state instead of resetting
-//! it: the claimer's clock has passed an idle state (a GCRA time at or before it, a window whose
-//! counts have all expired), so the new key's fresh first decision lands above it. An eviction
-//! cannot: the evicted state is ahead of the clock, and the newcomer would have to start with the
-//! evicted key's consumption. The 64-bit swap would also act on half of a word that 128-bit
-//! instructions load and swap. Rust's memory model leaves such mixed-size accesses undefined, loom
-//! cannot model them, and Intel's manual asks for identical addresses and operand lengths in locked
-//! accesses. Two separate 64-bit words avoid the mixed sizes, but then a claim has to write two
-//! words, and its reservation becomes a lock that other threads must be able to steal.
-//!
-//! The orderings are argued in [the module docs](super).
+//! Why each step is so, the argument that a key has at most one live slot, what progress the
+//! protocol guarantees, and the designs not taken are in the crate's
+//! [implementation notes](crate::implementation). The memory orderings are argued in the
+//! [store module's docs](super).
 
 use crossbeam_utils::CachePadded;
 
-use super::layout::{CapacityError, Layout, Probe, GROUP};
+use super::layout::{class_of, Layout, Probe, CLASSES, GROUP, IDENTITY};
 use super::overflow::{KeyedStats, Overflow, Overflowed};
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
+use crate::error::BuildError;
 use crate::sync::{
-    backoff, fence, prefetch, AtomicU128, AtomicU64, Native, Ordering::Acquire, Ordering::Relaxed,
-    Ordering::Release, Ordering::SeqCst, Portable, Wide,
+    backoff, fence, prefetch, AtomicU128, AtomicU64, Native, Ordering::Relaxed, Ordering::SeqCst,
+    Portable, Wide,
 };
 
 /// Slots per 64-byte cache line: a group is two lines.
@@ -158,6 +58,12 @@ const fn pack(tag: u64, state: u64) -> u128 {
 #[inline]
 const fn tag_of(word: u128) -> u64 {
     word as u64
+}
+
+/// Whether two tags name the same key: they agree on everything but the class.
+#[inline]
+const fn same_key(a: u64, b: u64) -> bool {
+    (a ^ b) & IDENTITY == 0
 }
 
 #[inline]
@@ -202,14 +108,15 @@ impl Scan {
     /// The position (in the scan) of the key's live slot.
     #[inline]
     fn find_live(&self, tag: u64) -> Option<usize> {
-        (0..self.len).find(|&i| tag_of(self.words[i]) == tag && state_of(self.words[i]) != RESERVED)
+        (0..self.len)
+            .find(|&i| same_key(tag_of(self.words[i]), tag) && state_of(self.words[i]) != RESERVED)
     }
 
     #[inline]
     fn has_reservation(&self, tag: u64) -> bool {
         self.words[..self.len]
             .iter()
-            .any(|&w| tag_of(w) == tag && state_of(w) == RESERVED)
+            .any(|&w| same_key(tag_of(w), tag) && state_of(w) == RESERVED)
     }
 }
 
@@ -218,10 +125,11 @@ pub(crate) struct Table {
     groups: Box<[Group]>,
     shards: Box<[CachePadded<ShardStats>]>,
     capacity: usize,
-    /// The least room after one request (see [`learn_tier`](Table::learn_tier)) of any per-call
-    /// quota that a request of this table has been decided with; `u64::MAX` until the first.
-    /// It only goes down.
-    tier_room: AtomicU64,
+    /// For each class of entry (the top bits of its tag), the time its schedule may run ahead of
+    /// the clock and still admit a request: what [`choose`](Table::choose) judges whether an
+    /// entry is being limited by (`Sealed::is_limited` in the algorithm module). Fixed when the
+    /// table is built, so that no ordering is needed to read it.
+    rooms: [u64; CLASSES],
     /// At most `u32::MAX` ([`Layout::new`]): 32 bits leave room for `native` in the same word, so
     /// that the table's own fields stay at 56 bytes on 64-bit targets (the 24-bytes-per-key bound
     /// is tight for tables of a few thousand keys).
@@ -233,8 +141,13 @@ pub(crate) struct Table {
 
 impl Table {
     /// A table that holds `capacity` live keys with uniformly random hashes, with a power-of-two
-    /// number of shards suited to `parallelism` threads.
-    pub(crate) fn new(capacity: usize, parallelism: usize) -> Result<Table, CapacityError> {
+    /// number of shards suited to `parallelism` threads, whose entries of each class are judged
+    /// by that class's room (see [`Table::rooms`]).
+    pub(crate) fn new(
+        capacity: usize,
+        parallelism: usize,
+        rooms: [u64; CLASSES],
+    ) -> Result<Table, BuildError> {
         let Layout {
             shards,
             groups_per_shard,
@@ -243,35 +156,17 @@ impl Table {
         let mut table: Vec<Group> = Vec::new();
         table
             .try_reserve_exact(total)
-            .map_err(|_| CapacityError::too_large(capacity))?;
+            .map_err(|_| BuildError::capacity_too_large(capacity))?;
         table.extend((0..total).map(|_| Group::new()));
         Ok(Table {
             groups: table.into_boxed_slice(),
             shards: (0..shards).map(|_| CachePadded::default()).collect(),
             capacity,
-            tier_room: AtomicU64::new(u64::MAX),
+            rooms,
             // `Layout::new` checked that it fits.
             groups_per_shard: groups_per_shard as u32,
             native: Native::detect(),
         })
-    }
-
-    /// Makes the table judge its entries also by a per-call quota (a tier) whose room after one
-    /// request is `room`: from now on an entry whose state that quota would limit is spared by
-    /// eviction, as one that the table's own quota limits is (`Sealed::is_limited` in the
-    /// algorithm module). Called before every decision with a tier's quota, so that a key is
-    /// never judged by a quota more lenient than the one its own decisions are made with,
-    /// whichever quota the table itself was given.
-    ///
-    /// The room only goes down. The release fence pairs with the acquire fence in
-    /// [`choose`](Table::choose): whoever sees a word that the caller writes after this, sees
-    /// this room or a smaller one (see `# Orderings` in the store module's docs).
-    #[inline]
-    pub(crate) fn learn_tier(&self, room: u64) {
-        if room < self.tier_room.load(Relaxed) {
-            self.tier_room.fetch_min(room, Relaxed);
-        }
-        fence(Release);
     }
 
     /// Bytes of memory the table holds.
@@ -319,26 +214,41 @@ impl Table {
     /// `first[a + 1]`, `second[b + 1]`, then the next two of each, ...).
     ///
     /// A key is inserted at the first free slot from its start in the less loaded of its groups,
-    /// so it is usually at or just after the start of either group: in a table of 100k keys
-    /// filled to its capacity (counted in one development run), 69% of lookups found the key at
-    /// a start and 16% one slot further, so the first step finds 85%. The four loads of a step
-    /// are independent (a key at either start costs one memory latency, not two, in a table
-    /// larger than the caches), and the step picks among them without a branch: which of them
-    /// holds a key is a coin toss that no predictor can learn. In development runs of a batched
-    /// check over 1k keys, taking the slots one at a time with a branch on each cost about 27 ns
-    /// a check, two at a time 23 ns, four at a time (the two of each group above) 21 ns, and
-    /// eight at a time 24 ns (the loads began to cost more than the mispredictions they saved),
-    /// each load then a call into portable-atomic. With the loads inline, a first step of eight
-    /// slots took 1.08 of the four-slot step's time in one paired run of `check_key` over 100k
-    /// keys.
+    /// so it is usually at or just after the start of either group: in a full table, the first
+    /// step finds about 85% of keys. The four loads of a step are independent (a key at either
+    /// start costs one memory latency, not two, in a table larger than the caches), and the step
+    /// picks among them without a branch: which of them holds a key is a coin toss that no
+    /// predictor can learn. Steps of two slots, or of eight, were slower (`benches/README.md`).
     /// A key has at most one live slot, so the order of the scan decides only how soon it is
     /// found.
+    ///
+    /// Only a slot whose tag is the probe's, class included, is found: a check's fast path
+    /// compares whole tags, about a tenth faster than masking off the class (`benches/ab.sh`),
+    /// and a key whose entry is of another class (one that changed tiers) is found by the scan
+    /// of [`update_slow`](Table::update_slow). [`find_any_class`](Table::find_any_class) is the
+    /// lookup that ignores classes.
     ///
     /// A shard with a single group gives both scans the same group from two starts: together
     /// they still reach every slot.
     #[inline]
     fn find<W: Wide>(&self, wide: W, probe: &Probe) -> Option<(&AtomicU128, u128)> {
-        let live = |word: u128| tag_of(word) == probe.tag && state_of(word) != RESERVED;
+        self.find_where(wide, probe, |tag| tag == probe.tag)
+    }
+
+    /// [`find`](Table::find) of the key's live slot whatever its class: for peeks and resets.
+    fn find_any_class<W: Wide>(&self, wide: W, probe: &Probe) -> Option<(&AtomicU128, u128)> {
+        self.find_where(wide, probe, |tag| same_key(tag, probe.tag))
+    }
+
+    /// [`find`](Table::find) of the live slot whose tag `is_key` accepts.
+    #[inline]
+    fn find_where<W: Wide>(
+        &self,
+        wide: W,
+        probe: &Probe,
+        is_key: impl Fn(u64) -> bool,
+    ) -> Option<(&AtomicU128, u128)> {
+        let live = |word: u128| is_key(tag_of(word)) && state_of(word) != RESERVED;
         let [first, second] = [0, 1].map(|g| &self.groups[probe.group(g)].slots);
         let [a, b] = [0, 1].map(|g| probe.start(g));
         for j in (0..GROUP).step_by(2) {
@@ -388,8 +298,8 @@ impl Table {
     /// insert.
     pub(crate) fn state(&self, probe: &Probe) -> u64 {
         let found = match self.native {
-            Some(native) => self.find(native, probe),
-            None => self.find(Portable, probe),
+            Some(native) => self.find_any_class(native, probe),
+            None => self.find_any_class(Portable, probe),
         };
         found.map_or(0, |(_, word)| state_of(word))
     }
@@ -411,7 +321,7 @@ impl Table {
 
     fn reset_with<W: Wide>(&self, wide: W, probe: &Probe) {
         let mut to_fresh = |_| ((), 0);
-        while let Some((slot, word)) = self.find(wide, probe) {
+        while let Some((slot, word)) = self.find_any_class(wide, probe) {
             if self
                 .decide(wide, slot, word, probe.tag, &mut to_fresh)
                 .is_some()
@@ -529,7 +439,7 @@ impl Table {
             }
             let (outcome, fresh) = step(0);
             if fresh == 0 {
-                // Nothing to record (a peek): no slot needed.
+                // Nothing to record (a cost of 0): no slot needed.
                 return Ok(outcome);
             }
             if scan.has_reservation(probe.tag) && patience > 0 {
@@ -583,7 +493,7 @@ impl Table {
                 // Still the key's state: decide again from it. A reservation with the key's tag
                 // holds no state yet (the slot went idle, to another key, and back to an inserter
                 // of this one): scan again, and decide on what that insert publishes.
-                Err(actual) if tag_of(actual) == tag && state_of(actual) != RESERVED => {
+                Err(actual) if same_key(tag_of(actual), tag) && state_of(actual) != RESERVED => {
                     word = actual
                 }
                 Err(_) => return None,
@@ -642,15 +552,16 @@ impl Table {
             return None;
         }
         // Every slot is live or reserved. Evict the entry closest to fresh among those that
-        // could still admit a request now, under the table's quota and every tier's: never one
-        // that is being limited. The fence pairs with the one in `learn_tier`: a tier's state
-        // that the scan saw comes with the tier's room.
-        fence(Acquire);
-        let tier_room = self.tier_room.load(Relaxed);
+        // could still admit a request now, each judged by the quota of its own class: never one
+        // that is being limited.
+        let limited = |word: u128| {
+            let room = self.rooms[class_of(tag_of(word))];
+            algorithm.is_limited(state_of(word), now, room)
+        };
         (0..scan.len)
-            .map(|i| (i, state_of(scan.words[i])))
-            .filter(|&(_, state)| state != RESERVED && !algorithm.is_limited(state, now, tier_room))
-            .min_by_key(|&(_, state)| algorithm.decide(state, now, 0).0.reset_after())
+            .map(|i| (i, scan.words[i]))
+            .filter(|&(_, word)| state_of(word) != RESERVED && !limited(word))
+            .min_by_key(|&(_, word)| algorithm.decide(state_of(word), now, 0).0.reset_after())
             .map(|(i, _)| i)
     }
 
@@ -724,7 +635,7 @@ impl Table {
             }
             let slot = self.slot(probe, i);
             let word = wide.load(slot);
-            if tag_of(word) != probe.tag {
+            if !same_key(tag_of(word), probe.tag) {
                 i += 1;
                 continue;
             }
@@ -802,6 +713,9 @@ enum Inserted {
 mod tests {
     use super::*;
 
+    /// Rooms for tables whose entries are never judged for eviction: every live one limited.
+    const NO_ROOM: [u64; CLASSES] = [0; CLASSES];
+
     #[test]
     fn slot_words_round_trip() {
         for tag in [1, 2, u64::MAX, 0x0123_4567_89AB_CDEF] {
@@ -816,14 +730,14 @@ mod tests {
 
     #[test]
     fn sizes_follow_the_capacity() {
-        let t = Table::new(1_000_000, 16).unwrap();
+        let t = Table::new(1_000_000, 16, NO_ROOM).unwrap();
         // 1 M / 0.68 = 1 470 589 slots: 183 824 groups, 2 872.25 for each of 64 shards (4 per
         // thread), rounded up to 2 873.
         assert_eq!(t.shards.len(), 64);
         assert_eq!(t.groups.len(), 64 * 2_873);
         assert!(t.memory() <= 24 * 1_000_000, "{} bytes", t.memory());
         // Tiny tables have one shard and one group.
-        let t = Table::new(1, 16).unwrap();
+        let t = Table::new(1, 16, NO_ROOM).unwrap();
         assert_eq!((t.shards.len(), t.groups.len()), (1, 1));
         assert_eq!(core::mem::align_of::<Group>(), 128);
         assert_eq!(core::mem::size_of::<Group>(), 128);
@@ -837,7 +751,7 @@ mod tests {
         use crate::algorithm::Gcra;
         use crate::quota::Quota;
         let gcra = Gcra::from(Quota::per_second(1).unwrap());
-        let t = Table::new(1, 1).unwrap();
+        let t = Table::new(1, 1, NO_ROOM).unwrap();
         assert_eq!(t.groups.len(), 1);
         let at = Nanos::ZERO;
         // `Some(admitted)`, or `None` if the key overflowed.
@@ -928,7 +842,7 @@ mod tests {
             ),
         ];
         for (case, (first, second, (g, place), from_empty)) in cases.into_iter().enumerate() {
-            let t = Table::new(1_000, 1).unwrap();
+            let t = Table::new(1_000, 1, NO_ROOM).unwrap();
             let probe = t.probe(0x0123_4567_89AB_CDEF);
             assert_eq!(probe.group_count(), 2);
             assert_ne!(probe.group(0), probe.group(1));
@@ -969,7 +883,7 @@ mod tests {
     /// (a second live slot, which the protocol never makes).
     #[test]
     fn find_looks_at_both_groups_from_their_starting_slots() {
-        let t = Table::new(1_000, 1).unwrap();
+        let t = Table::new(1_000, 1, NO_ROOM).unwrap();
         assert_eq!((t.shards.len(), t.groups.len()), (1, 184));
         let put = |(g, i): (usize, usize), word: u128| {
             let slot = &t.groups[g].slots[i];
@@ -1026,13 +940,14 @@ mod tests {
         use crate::algorithm::Gcra;
         use crate::quota::Quota;
         let gcra = Gcra::from(Quota::per_second(50).unwrap().with_burst(4).unwrap());
-        let native = Table::new(300, 1).unwrap();
+        let rooms = [gcra.room(); CLASSES];
+        let native = Table::new(300, 1, rooms).unwrap();
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         assert!(
             native.native.is_some(),
             "this test needs a CPU with cmpxchg16b and AVX"
         );
-        let mut portable = Table::new(300, 1).unwrap();
+        let mut portable = Table::new(300, 1, rooms).unwrap();
         portable.native = None;
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = || {
@@ -1118,11 +1033,13 @@ mod tests {
         };
         const OPS: u64 = 32;
         let gcra = Gcra::from(Quota::per_second(1_000).unwrap().with_burst(2).unwrap());
-        let table = Table::new(10, 1).unwrap();
+        let table = Table::new(10, 1, [gcra.room(); CLASSES]).unwrap();
         assert_eq!(table.groups.len() * GROUP, 16);
         let hashes: Vec<u64> = (1..=32u64)
             .map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
             .collect();
+        let identities: HashSet<u64> = hashes.iter().map(|h| h & IDENTITY).collect();
+        assert_eq!(identities.len(), hashes.len());
         let policies = [
             Overflow::Deny,
             Overflow::Allow,
@@ -1148,7 +1065,8 @@ mod tests {
                 if state_of(word) == RESERVED {
                     return Err(format!("round {round}: {word:#x} left behind"));
                 }
-                if word != 0 && !(hashes.contains(&tag_of(word)) && live.insert(tag_of(word))) {
+                let key = tag_of(word) & IDENTITY;
+                if word != 0 && !(identities.contains(&key) && live.insert(key)) {
                     return Err(format!(
                         "round {round}: {word:#x}, a second or a stray slot"
                     ));
@@ -1248,24 +1166,27 @@ mod tests {
 
     #[test]
     fn capacity_errors() {
-        assert_eq!(Table::new(0, 1).err(), Some(CapacityError::Zero));
         assert_eq!(
-            CapacityError::Zero.to_string(),
+            Table::new(0, 1, NO_ROOM).err(),
+            Some(BuildError::ZeroCapacity)
+        );
+        assert_eq!(
+            BuildError::ZeroCapacity.to_string(),
             "a keyed limiter needs a capacity of at least 1 key"
         );
         assert!(matches!(
-            Table::new(usize::MAX, 1),
-            Err(CapacityError::TooLarge { .. })
+            Table::new(usize::MAX, 1, NO_ROOM),
+            Err(BuildError::CapacityTooLarge { .. })
         ));
         assert!(matches!(
-            Table::new(usize::MAX / 2, 1),
-            Err(CapacityError::TooLarge { .. })
+            Table::new(usize::MAX / 2, 1, NO_ROOM),
+            Err(BuildError::CapacityTooLarge { .. })
         ));
         // Past 2^32 groups (24 billion keys need 4.4 billion), refused before any allocation.
         #[cfg(target_pointer_width = "64")]
         assert_eq!(
-            Table::new(24_000_000_000, 1).err(),
-            Some(CapacityError::TooLarge {
+            Table::new(24_000_000_000, 1, NO_ROOM).err(),
+            Some(BuildError::CapacityTooLarge {
                 capacity: 24_000_000_000,
                 bytes: 564_705_882_368,
             })
@@ -1273,7 +1194,7 @@ mod tests {
         // The message names the capacity and what it would take (a billion keys: 1.47 billion
         // slots of 16 bytes).
         assert_eq!(
-            CapacityError::too_large(1_000_000_000).to_string(),
+            BuildError::capacity_too_large(1_000_000_000).to_string(),
             "a capacity of 1000000000 keys needs 23529411776 bytes of table, which cannot be \
              allocated"
         );
