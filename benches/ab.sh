@@ -14,10 +14,8 @@
 #
 # Why aligned: each version's check is inlined into the closures that time it, so the two sides'
 # hot loops are code of their own at different addresses, and where a loop falls against the CPU's
-# fetch and decode boundaries can move its time by several percent whatever the code. On an
-# Emerald Rapids guest the unchanged tree timed against itself with default flags gave head / base
-# 0.86-0.93 over 100k and a million keys in five runs of three builds of the harness (a fourth
-# build: 1.00); aligned, 0.98-1.05 in four runs of two builds (benches/RUNS.md, "An A/A control").
+# fetch and decode boundaries can move its time by several percent whatever the code (the
+# unchanged tree timed against itself gave up to 0.86 with default flags, 0.98-1.05 aligned).
 # Run `benches/ab.sh HEAD` on a clean tree first: what it gives is the method's error on that
 # machine.
 set -euo pipefail

@@ -2,7 +2,7 @@
 //! the floor, measured in alternating rounds so that the drift of a shared, noisy machine cancels
 //! out.
 //!
-//! Criterion (`benches/direct.rs`) measures one function after another; on a VM whose speed
+//! Criterion (`benches/direct.rs`) measures one function after another; on a machine whose speed
 //! drifts by ±10% over a minute, two medians taken a minute apart cannot settle a 5% question.
 //! Here each round times A and then B (the order alternates between rounds) over the same number
 //! of calls, and the figure reported is the **median of the per-round ratios**, with the spread
@@ -21,8 +21,10 @@ use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 use portable_atomic::AtomicU128;
+use support::counting::{bytes_per_key, Counting};
 use support::rounds::{
-    any_row_run, paired, rounds, section_selected, selected, time, time_batches, time_keys, CALLS,
+    any_row_run, counted, paired, rounds, section_selected, selected, time, time_batches,
+    time_keys, CALLS,
 };
 use support::wide::{prefetch, Wide};
 use support::{contended, on_threads};
@@ -30,6 +32,82 @@ use tollgate::{
     Algorithm, Clock, CoarseClock, Gcra, KeyedRateLimiter, ManualClock, Quota, RateLimiter,
     Transition, TscClock,
 };
+
+/// Counts the bytes of the memory rows; off (one relaxed load per allocation) everywhere else.
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Memory per key held: the bytes each limiter holds after a million distinct keys, for `u64`,
+/// `IpAddr` and `String` keys. Tollgate's table is sized once for a capacity of a million keys;
+/// governor's map (DashMap, default features) grows with every key.
+fn memory_rows() {
+    const KEYS: u64 = 1_000_000;
+    let quota = Quota::per_second(10).unwrap();
+    let gquota = governor::Quota::per_second(NonZeroU32::new(10).unwrap());
+    fn row<T, U>(kind: &str, ours: impl FnOnce() -> T, theirs: impl FnOnce() -> U) {
+        let name = format!("memory per key held, 1M {kind} keys: tollgate / governor");
+        if selected(&name) {
+            counted(
+                &name,
+                bytes_per_key(KEYS, ours),
+                bytes_per_key(KEYS, theirs),
+            );
+        }
+    }
+    let ip = |i: u64| std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0A00_0000 + i as u32));
+    let name = |i: u64| format!("client-{i:08}");
+    row(
+        "u64",
+        || {
+            let l = KeyedRateLimiter::<u64>::gcra(quota, KEYS as usize).unwrap();
+            (0..KEYS).for_each(|k| {
+                let _ = l.check_key(&k);
+            });
+            l
+        },
+        || {
+            let l = governor::RateLimiter::keyed(gquota);
+            (0..KEYS).for_each(|k| {
+                let _ = l.check_key(&k);
+            });
+            l
+        },
+    );
+    row(
+        "IpAddr",
+        || {
+            let l = KeyedRateLimiter::<std::net::IpAddr>::gcra(quota, KEYS as usize).unwrap();
+            (0..KEYS).for_each(|k| {
+                let _ = l.check_key(&ip(k));
+            });
+            l
+        },
+        || {
+            let l = governor::RateLimiter::keyed(gquota);
+            (0..KEYS).for_each(|k| {
+                let _ = l.check_key(&ip(k));
+            });
+            l
+        },
+    );
+    row(
+        "String",
+        || {
+            let l = KeyedRateLimiter::<String>::gcra(quota, KEYS as usize).unwrap();
+            (0..KEYS).for_each(|k| {
+                let _ = l.check_key(name(k).as_str());
+            });
+            l
+        },
+        || {
+            let l = governor::RateLimiter::keyed(gquota);
+            (0..KEYS).for_each(|k| {
+                let _ = l.check_key(&name(k));
+            });
+            l
+        },
+    );
+}
 
 /// Nanoseconds per call per thread, with `threads` threads each making `CALLS / threads` calls
 /// at once (the slowest thread's time).
@@ -167,8 +245,7 @@ impl Floor {
     /// [`touch_two`](Floor::touch_two) with the next cache line after each slot's prefetched
     /// too: as many lines as a check of tollgate's fetches, which prefetches both lines of both
     /// of its key's 8-slot groups though its first step most often reads one line of each. On
-    /// one thread the extra fetches overlap and cost nothing; from many threads they do
-    /// (benches/RUNS.md, "A lent 16-core Emerald Rapids machine").
+    /// one thread the extra fetches overlap and cost nothing; from many threads they do.
     fn touch_four(&self, key: u64) -> bool {
         self.check(key, true, true)
     }
@@ -372,9 +449,8 @@ fn api_key(buf: &mut String, key: u64) {
 /// next call's keys into one buffer, then decides the keys that the call before wrote into the
 /// other.
 ///
-/// A key written just before its own check costs tollgate a third more over a million keys (in a
-/// scratch run, 167 ns a check against 113 written a check ahead; governor's check took the
-/// same either way). The likely reason: the key is written a byte at a time, too narrow for the
+/// A key written just before its own check costs tollgate about a third more over a million keys
+/// (governor's check takes the same either way). The likely reason: the key is written a byte at a time, too narrow for the
 /// hash's wide loads to take the bytes from the pending writes, so the hash waits for the
 /// writes to reach the cache; writes reach it in order, after the check before, whose locked
 /// compare-and-swap waits for its memory access; and so no two checks overlap. A server's key
@@ -567,7 +643,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
         // (`other_work`). What a check adds to a request's time is then, in units of the work's
         // time, (limiter + work) / work - 1: each row, with its times in the record. (The two
         // limiters side by side, each with the work, would give a ratio diluted by the work's
-        // own time: not what a check costs. benches/RUNS.md, "Checks between other work".)
+        // own time: not what a check costs.)
         let multiplier = black_box(support::MIX_MULTIPLIER);
         let work = |k: u64| black_box(other_work(k, multiplier)) != 0;
         paired(
@@ -616,8 +692,7 @@ fn keyed(label: &str, keys: u64, zipf: bool) {
     // keys (against one dependent memory read in `main`) the four-line floor and the replica
     // alone, which show whether back-to-back checks overlap one key's miss with the next key's
     // hashing and prefetch, as they do only where the core's out-of-order window holds both
-    // (benches/RUNS.md, "A Cascade Lake guest", where neither tollgate's check nor the
-    // replica's did).
+    // (on older cores with smaller windows, neither tollgate's check nor the replica's does).
     let all_floors = label == "1k uniform" || label == "100k uniform";
     if all_floors || label == "1M uniform" {
         // The least any keyed check can cost here, against governor: where this exceeds 0.5,
@@ -751,8 +826,8 @@ fn run_header(unix_time: u64) -> Vec<String> {
                 .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
         })
         .unwrap_or_else(|| "unknown".to_string());
-    // The model name, and the family and model numbers that tell one generation of a "AMD
-    // EPYC" guest from another: the first CPU's, from Linux.
+    // The first CPU's model name, family and model numbers (which tell apart generations that
+    // share a name), from Linux.
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let field = |name: &str| {
         info.lines()
@@ -783,9 +858,8 @@ fn run_header(unix_time: u64) -> Vec<String> {
 /// check's compare-and-swap loop was at the mercy of the inliner's view of the whole bench: in
 /// one build governor's `measure_and_replace` was called out of line from the loop, in the next
 /// (after a change to tollgate's clock constructor, which neither check calls) it was inlined,
-/// and governor's check took 2 ns less, moving the ratio 7% (`benches/RUNS.md`, "The current
-/// code on an Emerald Rapids guest"). Behind a call of its own, each check is compiled from its
-/// own code alone, as a server's call of a limiter in another module would be.
+/// and the ratio moved by several percent. Behind a call of its own, each check is compiled from
+/// its own code alone, as a server's call of a limiter in another module would be.
 #[inline(never)]
 fn direct_check(limiter: &RateLimiter) -> bool {
     limiter.check().is_ok()
@@ -1157,6 +1231,7 @@ fn main() {
             || time_threads_calls(threads, CALLS / 8, &locked_deny),
         );
     }
+    memory_rows();
     if !any_row_run() {
         println!(
             "no row's name contains a filter: filters select rows by any part of the names a \

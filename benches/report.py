@@ -1,25 +1,21 @@
 #!/usr/bin/env python3
-"""Prints the figures of a benchmark run, and draws the plots that the README shows.
+"""Prints the figures of a benchmark run, and draws its plots.
 
     cargo bench --bench paired && python3 benches/report.py --paired
-    python3 benches/report.py --scaling benches/plots/2026-11-25-16-cores
-    python3 benches/report.py --across [--figure "dependent reads"] [--each]
+    cargo bench --bench paired -- readme && python3 benches/report.py --paired --readme
+    python3 benches/report.py --scaling DIR
     cargo bench --bench direct --bench keyed && python3 benches/report.py
 
 With `--paired [FILE]`: the rows of a run of `benches/paired.rs` (the latest one that it recorded
 under target/tmp/paired/, or FILE), and two plots of them, as SVG files beside the record (or in
 `--out DIR`): `<run>-vs-governor.svg`, tollgate's decisions per second over governor's in each
 row that compares them, and `<run>-vs-floor.svg`, tollgate's time per check over the hardware
-floor's. The plots are drawn from the record alone, so the same record always gives the same
-files. With `--scaling DIR`: the rows of distinct keys from several threads in the records of
-one machine in DIR (runs of some rows each, as a lent machine's short calls make them), and a
-plot, `<DIR>-scaling.svg` beside DIR (or in `--out DIR`), of n threads' throughput over one
-thread's, for tollgate and for the two-line floor. With `--across [DIR]`: every record under DIR
-(default `benches/plots`), grouped by CPU, and per group the least, median and most value of each
-figure that the READMEs quote per CPU (the ratios of some rows, and figures derived from two rows
-of one run, such as governor's time in dependent reads), so that a range the READMEs give can be
-checked against the records; `--each` lists every record's value. Without any of these: the
-medians of the last criterion run (`benches/direct.rs`, `keyed.rs`) and the ratios that matter.
+floor's. With `--readme` as well: the README's table, rounded. With `--scaling DIR`: the rows of
+distinct keys from several threads in the records of one machine in DIR (runs of some rows each,
+as a lent machine's short calls make them), and a plot, `<DIR>-scaling.svg` beside DIR (or in
+`--out DIR`), of n threads' throughput over one thread's, for tollgate and for the two-line
+floor. Without any of these: the medians of the last criterion run (`benches/direct.rs`,
+`keyed.rs`) and the ratios that matter.
 
 Ratios, not times, are the figures to quote: the machines these run on are shared and noisy, and
 a ratio of two measurements from the same run cancels most of that noise.
@@ -37,7 +33,6 @@ from xml.sax.saxutils import escape
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target")
 ROOT = os.path.join(TARGET, "criterion")
 PAIRED = os.path.join(TARGET, "tmp", "paired")
-PLOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots")
 
 # (label, numerator, denominator): numerator / denominator, lower is better for tollgate.
 RATIOS = [
@@ -380,176 +375,49 @@ def scaling_report(directory, out_dir):
     print(f"drew {target}")
 
 
-# The microarchitectures behind the `cpu:` lines that records carry (the vendor's name for the
-# family and model), so that records group under the names the READMEs use. A CPU not listed here
-# groups under its `cpu:` line as it stands. A guest's numbers are not always its host's: model 167
-# is Rocket Lake's, a part with neither AMX nor more than 16 MiB of L3, and the guest that reported
-# it had Sapphire Rapids' features and caches (AMX without AMX-FP16, 2 MiB of L2 per core, 105 MiB
-# of L3), so its records group under that name, with the number beside it.
-CORES = {
-    ("Intel", 6, 85): "Cascade Lake",
-    ("Intel", 6, 167): "Sapphire Rapids (model 167)",
-    ("Intel", 6, 207): "Emerald Rapids",
-    ("AMD", 23, 1): "QEMU's EPYC model",
-    ("AMD", 25, 1): "Zen 3",
-    ("AMD", 25, 17): "Zen 4",
-    ("AMD", 26, 2): "Zen 5",
-}
-
-
-def core_of(header):
-    """The name that a record's CPU groups under, with its count of CPUs: records of one core on
-    2 vCPUs and on a 16-core machine measure different things (its L3, its neighbours)."""
-    cpu = header.get("cpu", "?")
-    found = re.search(r"\(family (\d+), model (\d+)\)", cpu)
-    vendor = "Intel" if "Intel" in cpu else "AMD" if "AMD" in cpu else "?"
-    name = CORES.get((vendor, int(found.group(1)), int(found.group(2)))) if found else None
-    return f"{name or cpu}, {header.get('cpus', '?')} CPUs"
-
-
-def row_ratio(name):
-    """A figure that is a row's median ratio, A's time over B's."""
-    return lambda rows: rows[name][2] if name in rows else None
-
-
-def added_over_governor(size, side):
-    """What a check adds to the work between checks over what governor's adds: from the rows that
-    time each limiter between other work against the work alone, (ratio - 1) over governor's.
-    Absent where governor's row shows no added time (a ratio of 1 or less, which only noise could
-    give): a quotient over nothing, or over a negative, would not be a measurement."""
-    prefix = f"keyed {size} uniform: between other work, "
-    row, governor = f"{prefix}{side} / the work alone", f"{prefix}governor / the work alone"
-
-    def figure(rows):
-        if row in rows and governor in rows and rows[governor][2] > 1:
-            return (rows[row][2] - 1) / (rows[governor][2] - 1)
-        return None
-    return figure
-
-
-def added_over_floor(size):
-    """What a check adds to the work between checks over what the four-line floor adds; absent,
-    like its two parts, where the floor's row shows no added time."""
-    tollgate, floor = added_over_governor(size, "tollgate"), added_over_governor(size, "four-line floor")
-
-    def figure(rows):
-        check, least = tollgate(rows), floor(rows)
-        return check / least if check is not None and least is not None and least > 0 else None
-    return figure
-
-
-def added_in_reads(side):
-    """What a check over a million keys adds to the work between checks in dependent reads: the
-    row's A time less its B time (the work alone), over one dependent read's time in the same run
-    (only the million-key table has a row that times one)."""
-    row = f"keyed 1M uniform: between other work, {side} / the work alone"
-
-    def figure(rows):
-        if row in rows and DRAM_1M in rows:
-            return (rows[row][0] - rows[row][1]) / rows[DRAM_1M][1]
-        return None
-    return figure
-
-
-KEYED_1M = "keyed 1M uniform: tollgate / governor"
-DRAM_1M = "keyed 1M uniform: tollgate / one DRAM access"
-
-
-def governor_in_reads(rows):
-    """Governor's time per check over a million keys in dependent reads: its median time in the
-    row against tollgate over one dependent read's median time in the same run."""
-    if KEYED_1M in rows and DRAM_1M in rows:
-        return rows[KEYED_1M][1] / rows[DRAM_1M][1]
-    return None
-
-
-# The figures that the READMEs quote per CPU, and how each comes from one record's rows (a dict
-# of row name to (A's time, B's time, ratio)). Times over times, lower better for tollgate, but
-# for the threads' figures over one thread's: one thread's time over n threads', n threads'
-# throughput over one thread's, higher better.
-FIGURES = [
-    ("direct check, admitting: time over governor's", row_ratio("allow: tollgate gcra / governor")),
-    ("direct check: time over the floor's (clock + CAS)",
-     row_ratio("allow: tollgate gcra / floor (clock + CAS)")),
-    ("direct check: a denial's time over an admission's", row_ratio("deny / allow: tollgate gcra")),
-    ("distinct keys, 2 threads: throughput over one thread's",
-     row_ratio("keyed distinct keys: 1 thread / 2 threads, time per check")),
-    ("distinct keys, 16 threads: throughput over one thread's",
-     row_ratio("keyed distinct keys: 1 thread / 16 threads, time per check")),
-    ("distinct keys, 2 threads: time over governor's", row_ratio("keyed distinct keys, 2 threads: tollgate / governor")),
-    ("distinct keys, 16 threads: time over governor's",
-     row_ratio("keyed distinct keys, 16 threads: tollgate / governor")),
-    ("distinct keys, 16 threads: time over a Mutex<HashMap>'s",
-     row_ratio("keyed distinct keys, 16 threads: tollgate / Mutex<HashMap>")),
-    ("one hot key, 16 threads, denying: time over governor's",
-     row_ratio("keyed hot key, 16 threads: deny, tollgate / governor")),
-    ("one hot key, 16 threads, admitting: time over governor's",
-     row_ratio("keyed hot key, 16 threads: allow, tollgate / governor")),
-    ("1M keys: check_key's time over governor's", row_ratio(KEYED_1M)),
-    ("1M keys: check_keys' time over governor's (batches of 64)",
-     row_ratio("keyed 1M uniform: tollgate check_keys (batches of 64) / governor")),
-    ("1M keys: the minimal replica's time over governor's",
-     row_ratio("keyed 1M uniform: minimal replica / governor")),
-    ("1M keys: the four-line floor's time over governor's",
-     row_ratio("keyed 1M uniform: four-line floor / governor")),
-    ("1M keys: check_key's time in dependent reads", row_ratio(DRAM_1M)),
-    ("1M keys: governor's time in dependent reads", governor_in_reads),
-    ("1M keys, between work: a check's added time over governor's", added_over_governor("1M", "tollgate")),
-    ("1M keys, between work: a check's added time over the floor's", added_over_floor("1M")),
-    ("1M keys, between work: a check's added time in dependent reads", added_in_reads("tollgate")),
-    ("1M keys, between work: governor's added time in dependent reads", added_in_reads("governor")),
-    ("1M keys, between work: with prefetch_key, over governor's",
-     added_over_governor("1M", "prefetch_key first")),
-    ("1M keys, between work: the four-line floor's, over governor's",
-     added_over_governor("1M", "four-line floor")),
-    ("1M Zipf(1.0) keys: check_key's time over governor's", row_ratio("keyed 1M zipf: tollgate / governor")),
-    ("1M String keys: check_key's time over governor's", row_ratio("keyed 1M String keys: tollgate / governor")),
-    ("100k keys: check_key's time over governor's", row_ratio("keyed 100k uniform: tollgate / governor")),
-    ("100k keys: check_keys' time over governor's (batches of 64)",
-     row_ratio("keyed 100k uniform: tollgate check_keys (batches of 64) / governor")),
-    ("100k keys: the minimal replica's time over governor's",
-     row_ratio("keyed 100k uniform: minimal replica / governor")),
-    ("100k keys: a coarse clock's time over the TSC clock's",
-     row_ratio("keyed 100k uniform: coarse clock / TSC clock, tollgate")),
-    ("100k keys, between work: a check's added time over governor's",
-     added_over_governor("100k", "tollgate")),
-    ("100k keys, between work: with prefetch_key, over governor's",
-     added_over_governor("100k", "prefetch_key first")),
+# The README's table: (label, row against governor, row against a floor), from the rows that
+# `cargo bench --bench paired -- readme` runs (`README_ROWS` in benches/support/rounds.rs).
+README = [
+    ("direct `check()`, admitting", "allow: tollgate gcra / governor",
+     "allow: tollgate gcra / floor (clock + CAS)", "one clock read and one compare-and-swap"),
+    ("direct `check()`, denying", "deny:  tollgate gcra / governor", None, None),
+    ("keyed, 1M keys, `check_key`", "keyed 1M uniform: tollgate / governor",
+     "keyed 1M uniform: tollgate / one DRAM access", "one dependent read of a table this size"),
+    ("keyed, 1M keys, `check_keys` (batches of 64)",
+     "keyed 1M uniform: tollgate check_keys (batches of 64) / governor", None, None),
+    ("keyed, 100k keys, `check_key`", "keyed 100k uniform: tollgate / governor",
+     "keyed 100k uniform: tollgate / four-line floor",
+     "the lines a check fetches, a clock read and a compare-and-swap"),
+    ("keyed, distinct keys from 2 threads", "keyed distinct keys, 2 threads: tollgate / governor",
+     None, None),
 ]
+MEMORY = "memory per key held, 1M {} keys: tollgate / governor"
 
 
-def across_report(directory, only, each):
-    """Prints, per CPU, the range of each figure in FIGURES over every record under `directory`
-    (and its folders): how many records give it, the least, the median and the most. With `only`,
-    the figures whose label holds that text; with `each`, every record's value too, by date."""
-    paths = sorted(glob.glob(os.path.join(directory, "**", "*.tsv"), recursive=True))
-    if not paths:
-        sys.exit(f"no records (*.tsv) under {directory}")
-    groups = {}
-    for path in paths:
-        header, rows = read_record(path)
-        groups.setdefault(core_of(header), []).append((int(header.get("unix time", "0")), path,
-                                                       header.get("commit", "?"), by_name(rows)))
-    figures = [(label, figure) for label, figure in FIGURES if not only or only.lower() in label.lower()]
-    if not figures:
-        sys.exit(f"no figure's label holds {only!r}")
-    for core in sorted(groups):
-        records = sorted(groups[core], key=lambda record: record[:2])
-        print(f"{core}: {len(records)} records")
-        for label, figure in figures:
-            found = [(when, path, commit, value) for when, path, commit, rows in records
-                     if (value := figure(rows)) is not None]
-            if not found:
-                continue
-            values = [value for _, _, _, value in found]
-            print(f"  {label:62s} {len(values):3d}  {min(values):6.3f} {statistics.median(values):6.3f} "
-                  f"{max(values):6.3f}")
-            if each:
-                for when, path, commit, value in found:
-                    day = datetime.datetime.fromtimestamp(when, datetime.timezone.utc)
-                    print(f"      {value:6.3f}  {day:%Y-%m-%d} {commit:13s} "
-                          f"{os.path.relpath(path, directory)}")
-        print()
+def readme_report(path):
+    """Prints the README's performance table, rounded, from a record of the `readme` rows."""
+    header, rows = read_record(path)
+    ratio = {name: r for name, _, _, r, _, _ in rows}
+    fields = {name: (a, b) for name, a, b, _, _, _ in rows}
+    missing = [name for _, gov, floor, _ in README for name in (gov, floor) if name and name not in ratio]
+    missing += [MEMORY.format(kind) for kind in ("u64", "IpAddr", "String") if MEMORY.format(kind) not in ratio]
+    if missing:
+        sys.exit(f"{path} lacks rows of the README's table (run `cargo bench --bench paired -- "
+                 f"readme`): {missing}")
+    print(f"{os.path.basename(path)}: {header.get('cpu', '?')}, {header.get('cpus', '?')} CPUs, "
+          f"{header.get('rounds', '?')}", file=sys.stderr)
+    print("| | throughput, × governor's | time, × the floor's |")
+    print("|---|---|---|")
+    for label, gov, floor, floor_name in README:
+        against_floor = f"{ratio[floor]:.2f} ({floor_name})" if floor else ""
+        print(f"| {label} | {1 / ratio[gov]:.1f}× | {against_floor} |")
+    scaling = ratio["keyed distinct keys: 1 thread / 2 threads, time per check"]
+    print(f"| keyed, distinct keys: 2 threads over 1 | {scaling:.1f}× one thread's | |")
+    bytes_ = [fields[MEMORY.format(kind)] for kind in ("u64", "IpAddr", "String")]
+    ours = " / ".join(f"{a:.1f}" for a, _ in bytes_)
+    theirs = " / ".join(f"{b:.1f}" for _, b in bytes_)
+    print(f"| memory per key (`u64` / `IpAddr` / `String`) | tollgate {ours} B, governor "
+          f"{theirs} B | |")
 
 
 def main():
@@ -559,18 +427,9 @@ def main():
     parser.add_argument("--scaling", metavar="DIR",
                         help="a folder of records of one machine: draw how distinct keys scale")
     parser.add_argument("--out", metavar="DIR", help="where the plots go (default: beside the record)")
-    parser.add_argument("--across", nargs="?", const=PLOTS,
-                        metavar="DIR", help="every record under DIR (default: benches/plots): each "
-                        "figure's range per CPU")
-    parser.add_argument("--figure", metavar="TEXT", help="with --across: the figures whose label holds TEXT")
-    parser.add_argument("--each", action="store_true", help="with --across: every record's value too")
+    parser.add_argument("--readme", action="store_true",
+                        help="with --paired: print the README's table from the record")
     args = parser.parse_args()
-    if args.across is None and (args.figure is not None or args.each):
-        # Without --across they would be ignored, and the report printed would not be the one asked for.
-        parser.error("--figure and --each go with --across")
-    if args.across is not None:
-        across_report(args.across, args.figure, args.each)
-        return
     if args.scaling is not None:
         scaling_report(args.scaling, args.out)
         return
@@ -583,7 +442,10 @@ def main():
         if not runs:
             sys.exit("no record under target/tmp/paired: run `cargo bench --bench paired` first")
         path = max(runs, key=lambda run: int(re.search(r"run-(\d+)", run).group(1)))
-    paired_report(path, args.out)
+    if args.readme:
+        readme_report(path)
+    else:
+        paired_report(path, args.out)
 
 
 if __name__ == "__main__":

@@ -9,15 +9,10 @@
 //! | [`CoarseClock`] | one relaxed load of a shared word | the upkeep interval (1 ms by default) | limits of seconds and more, at the highest rates |
 //! | [`ManualClock`] | one relaxed load | exact: time moves only when told | tests, simulations, loom models |
 //!
-//! What `rdtsc` costs depends on the CPU, and with it what [`CoarseClock`] saves. On the 2-vCPU
-//! guests of the crate's benchmarks, a keyed check over 100k keys took 0.85-0.94 of its `TscClock`
-//! time with a coarse clock on AMD (Zen 3, Zen 4, Zen 5 and a guest presented as QEMU's `EPYC`
-//! model: twenty runs, 25-57 ns a check on the TSC), 0.92 on Intel Cascade Lake (one run),
-//! 0.59-0.65 on Intel Emerald Rapids (six runs; 31-47 ns against 49-75) and 0.60-0.69 on a guest
-//! with Sapphire Rapids' features (six runs; 43-72 ns against 69-103). The saving does not follow
-//! the clock read's nanoseconds: the Emerald Rapids guests saved as much with a 14 ns read as with
-//! a 27 ns one. Measure it on your own hardware with `cargo bench --bench paired -- "keyed 100k
-//! uniform: coarse clock"` in the repository.
+//! What `rdtsc` costs depends on the CPU, and with it what [`CoarseClock`] saves: from a tenth of
+//! a keyed check's time on some CPUs to a third on others, where reading the counter is slow
+//! (in virtual machines, notably). Measure it on your own hardware with
+//! `cargo bench --bench paired -- "keyed 100k uniform: coarse clock"` in the repository.
 //!
 //! # Time that goes backwards
 //!
@@ -260,8 +255,8 @@ impl<C: Clock + ?Sized> Clock for Box<C> {
 ///
 /// A read is one `rdtsc` (or the system counter on ARM), a subtraction and a fixed-point multiply:
 /// about as cheap as a clock gets, with nanosecond resolution. Creating the first `TscClock` in a
-/// process asks the CPU about its counter and calibrates it against the OS clock (0.6 ms on the
-/// 2-vCPU guest, once); every later one copies that clock with an epoch of its own, in
+/// process asks the CPU about its counter and calibrates it against the OS clock (under a
+/// millisecond, once); every later one copies that clock with an epoch of its own, in
 /// nanoseconds. Where the CPU has no usable counter, quanta falls back to the OS monotonic clock.
 ///
 /// A reading taken on a core whose counter lags the epoch's core reads as the epoch itself, never
@@ -301,10 +296,10 @@ impl TscClock {
 }
 
 /// quanta's clock, made once per process and copied into every [`TscClock`]. Making one asks the
-/// CPU what its counter can do (`cpuid`, which traps to the hypervisor in a virtual machine): on
-/// the 2-vCPU guest that took 31 µs for every `quanta::Clock::new()` after the first, the first
-/// 0.66 ms with the calibration, where a copy of this one takes nanoseconds. A limiter built
-/// per connection or per request stream would otherwise pay that trap each time.
+/// CPU what its counter can do (`cpuid`, which traps to the hypervisor in a virtual machine: tens
+/// of microseconds), where a copy of this one takes nanoseconds. A limiter built per connection
+/// or per request stream would otherwise pay that trap each time
+/// (`cargo bench --bench paired -- "build:"`).
 static PROCESS_CLOCK: OnceLock<counter::Clock> = OnceLock::new();
 
 impl Default for TscClock {

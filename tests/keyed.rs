@@ -911,8 +911,8 @@ fn a_reset_of_every_key_leaves_each_as_a_new_key() {
 /// A reset of every key racing requests from four threads, at frozen time, over and over: every
 /// key is exhausted before each round, so a request is admitted only after its key's reset, and
 /// each key admits exactly its burst once more per round, however the requests fall around the
-/// reset. (It races: in development runs on two cores, 20-40% of the admissions came while a
-/// reset was still walking the table.)
+/// reset. (It races: on two cores, a fifth or more of the admissions come while a reset is still
+/// walking the table.)
 #[test]
 fn a_reset_of_every_key_racing_requests_gives_each_its_burst_once() {
     const THREADS: u64 = 4;
@@ -1116,9 +1116,8 @@ fn beside_busy_cores<'env, T>(
 /// when a round starts. Each round brings `KEYS` new keys, and with `revisit` asks again for the
 /// last round's keys, now idle; every thread asks for each key twice, in its own order. One busy
 /// thread per core keeps any racer from having a core to itself: a racer is then preempted at
-/// any point of an insert, as loom's preemptions do, and the others must get past it. Without
-/// them, with both cores of the 2-core VM free, the first break named below failed 2 runs in 6
-/// and the second none in 6; with them, each failed 3 runs in 3.
+/// any point of an insert, as loom's preemptions do, and the others must get past it: without
+/// them, on two free cores, the breaks named below are rarely caught; with them, every time.
 ///
 /// One slot per key means each key's 12 requests in a round are decided in one order on one
 /// state, fresh at the round's start: with a burst of 5, exactly 5 are admitted, and they report
@@ -1213,10 +1212,9 @@ fn race_rounds(revisit: bool) {
 /// Inserters of one new key race each other: new keys take the last round's idle slots, each
 /// inserter choosing from what its own scan saw. That is how two inserters of one key come to
 /// hold reservations in two different slots, which the protocol resolves: the lower one wins,
-/// the higher one is killed, a stalled one is killed after a while. In one coverage run on the
-/// 2-core VM, 96 inserts found their key published by another after reserving a slot, 9 gave
-/// way to a lower reservation, 13 killed one, and 11 found their own killed. A validation that
-/// ignores other reservations fails this test.
+/// the higher one is killed, a stalled one is killed after a while: each of these paths is taken
+/// dozens of times in a run on two cores. A validation that ignores other reservations fails
+/// this test.
 #[test]
 fn racing_inserts_leave_one_slot_per_key() {
     race_rounds(false);
@@ -1224,10 +1222,10 @@ fn racing_inserts_leave_one_slot_per_key() {
 
 /// Decisions race the reuse of their own key's slot: the last round's keys, idle, are asked
 /// again while the new keys take idle slots, maybe theirs. A decision whose compare-and-swap
-/// finds another key's tag in the slot looks again, and inserts its key afresh: 72 times in one
-/// coverage run. A decision that retries its compare-and-swap on whatever word it finds, whatever
-/// its tag, failed this test in 3 of 5 runs on the 2-core VM while other builds ran; the loom
-/// models catch it every time (`loom-tests/mutants.sh`).
+/// finds another key's tag in the slot looks again, and inserts its key afresh, dozens of times a
+/// run. A decision that retries its compare-and-swap on whatever word it finds, whatever its tag,
+/// fails this test most of the time; the loom models catch it every time
+/// (`loom-tests/mutants.sh`).
 #[test]
 fn decisions_racing_the_reuse_of_their_slot_stay_exact() {
     race_rounds(true);
@@ -1242,8 +1240,8 @@ fn decisions_racing_the_reuse_of_their_slot_stay_exact() {
 /// the interleaving, and the four are denied every time they ask and keep their state. An
 /// eviction that took a limited key would let more than 12 in (and readmit the four); so would a
 /// claim that evicted what a slot holds now instead of the entry its scan chose (a
-/// limited key that took the slot since): in deliberate breaks, each failed every run (3 of 3).
-/// In one run the flood made about 230 000 evictions before the table filled.
+/// limited key that took the slot since): broken on purpose, either fails this test every time.
+/// The flood makes hundreds of thousands of evictions before the table fills.
 #[test]
 fn limited_keys_survive_a_flood_that_evicts() {
     const THREADS: u64 = 6;

@@ -652,9 +652,8 @@ fn threads_get_exact_counts() {
 
 /// A reset of every key racing requests from four threads, at frozen time, over and over: every
 /// key's log is full before each round, so a request is admitted only after its key's shard is
-/// cleared, and each key admits exactly its limit once more per round. (It races: in a
-/// development run on two cores, 43% of the admissions came while a reset was still clearing
-/// shards.)
+/// cleared, and each key admits exactly its limit once more per round. (It races: on two cores,
+/// about half of the admissions come while a reset is still clearing shards.)
 #[test]
 fn a_reset_of_every_key_racing_requests_gives_each_its_limit_once() {
     const THREADS: u64 = 4;

@@ -1,8 +1,9 @@
 //! What the benchmarks share: reproducible key sequences, a multi-thread timer, the alternating
-//! rounds of the paired comparisons (`rounds`), and the keyed table's 128-bit instructions for
-//! the floors (`wide`).
+//! rounds of the paired comparisons (`rounds`), the keyed table's 128-bit instructions for the
+//! floors (`wide`), and a counting allocator for the memory rows (`counting`).
 #![allow(dead_code)] // each bench uses part of it
 
+pub mod counting;
 pub mod rounds;
 pub mod wide;
 

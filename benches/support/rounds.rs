@@ -78,9 +78,26 @@ pub fn paired(name: &str, mut a: impl FnMut() -> f64, mut b: impl FnMut() -> f64
     let r = median(&mut ratios);
     let (q1, q3) = (ratios[rounds / 4], ratios[3 * rounds / 4]);
     println!("{name:44} {ma:7.2} ns vs {mb:7.2} ns   ratio {r:5.3}  (IQR {q1:5.3} .. {q3:5.3})");
+    write_row(name, [ma, mb, r, q1, q3]);
+}
+
+/// Prints and records a row that is counted, not timed (bytes per key): `a` and `b` in the time
+/// fields, their ratio for the median and both quartiles.
+pub fn counted(name: &str, a: f64, b: f64) {
+    if !selected(name) {
+        return;
+    }
+    ROWS_RUN.store(true, Ordering::Relaxed);
+    let r = a / b;
+    println!("{name:44} {a:7.2} B  vs {b:7.2} B    ratio {r:5.3}");
+    write_row(name, [a, b, r, r, r]);
+}
+
+/// Writes one row to the run's record, if it has one: one write per row, so that a run stopped
+/// half way leaves every row it printed.
+fn write_row(name: &str, [a, b, r, q1, q3]: [f64; 5]) {
     if let Some(record) = RECORD.get() {
-        // One write per row, so that a run stopped half way leaves every row it printed.
-        let row = format!("{name}\t{ma:.3}\t{mb:.3}\t{r:.4}\t{q1:.4}\t{q3:.4}\n");
+        let row = format!("{name}\t{a:.3}\t{b:.3}\t{r:.4}\t{q1:.4}\t{q3:.4}\n");
         (&*record.lock().unwrap())
             .write_all(row.as_bytes())
             .expect("writing the run's record");
@@ -116,11 +133,33 @@ pub fn filters() -> Vec<String> {
         .collect()
 }
 
+/// The rows of the README's table, which the filter `readme` selects.
+pub const README_ROWS: [&str; 13] = [
+    "allow: tollgate gcra / governor",
+    "allow: tollgate gcra / floor (clock + CAS)",
+    "deny:  tollgate gcra / governor",
+    "keyed 1M uniform: tollgate / governor",
+    "keyed 1M uniform: tollgate check_keys (batches of 64) / governor",
+    "keyed 1M uniform: tollgate / one DRAM access",
+    "keyed 100k uniform: tollgate / governor",
+    "keyed 100k uniform: tollgate / four-line floor",
+    "keyed distinct keys, 2 threads: tollgate / governor",
+    "keyed distinct keys: 1 thread / 2 threads, time per check",
+    "memory per key held, 1M u64 keys: tollgate / governor",
+    "memory per key held, 1M IpAddr keys: tollgate / governor",
+    "memory per key held, 1M String keys: tollgate / governor",
+];
+
 /// Whether `name` matches a filter given on the command line (`cargo bench --bench paired --
-/// keyed` runs the comparisons whose names contain "keyed"); everything without one.
+/// keyed` runs the comparisons whose names contain "keyed"; `readme`, the rows of the README's
+/// table); everything without one.
 pub fn selected(name: &str) -> bool {
     let filters = filters();
-    filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+    filters.is_empty()
+        || filters.iter().any(|f| {
+            name.contains(f.as_str())
+                || (f == "readme" && README_ROWS.iter().any(|r| r.starts_with(name)))
+        })
 }
 
 /// Whether a filter may select rows of the section whose rows are all named `prefix: ...`:

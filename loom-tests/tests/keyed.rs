@@ -368,9 +368,9 @@ fn inserts_of_one_key_into_different_slots() {
 
 #[test]
 fn three_inserts_of_one_key() {
-    // Three threads make a far larger state space than two: on the 2-core VM this model takes
-    // about 40 s at two preemptions, and passed at three in 1 417 s (2026-11-24). Two are enough
-    // for the race below, which it found within a second. So it is bounded at two, whatever
+    // Three threads make a far larger state space than two: on two cores this model takes about
+    // half a minute at two preemptions and most of half an hour at three. Two are enough for the
+    // race below, which it finds within a second. So it is bounded at two, whatever
     // `LOOM_MAX_PREEMPTIONS` asks for, unless `TOLLGATE_LOOM_DEEP` is set (for a run by hand).
     let mut model = loom::model::Builder::new();
     if std::env::var_os("TOLLGATE_LOOM_DEEP").is_none() {
@@ -379,13 +379,13 @@ fn three_inserts_of_one_key() {
     model.check(|| {
         // Burst 3: every request fits, unless its insert finds no room in the two slots.
         //
-        // The race this model found (2026-11-24, at two preemptions), when a kill emptied the
-        // slot: inserter 1 reserves slot 0 and validates, then stalls; inserter 2 runs out of
-        // patience, kills slot 0, reserves slot 1 and stalls before publishing; inserter 3
-        // runs out of patience too and reserves the empty slot 0 (the same word as inserter 1's
-        // reservation); inserter 2 publishes; inserter 1 wakes and its publish, comparing
-        // values, lands on inserter 3's reservation. Two live slots, each admitting from fresh.
-        // Killed reservations are now tombstones that only their owner clears.
+        // The race this model finds when a kill empties the slot (instead of leaving a tombstone
+        // that only its owner clears): inserter 1 reserves slot 0 and validates, then stalls;
+        // inserter 2 runs out of patience, kills slot 0, reserves slot 1 and stalls before
+        // publishing; inserter 3 runs out of patience too and reserves the empty slot 0 (the
+        // same word as inserter 1's reservation); inserter 2 publishes; inserter 1 wakes and its
+        // publish, comparing values, lands on inserter 3's reservation. Two live slots, each
+        // admitting from fresh.
         let limiter = table(Quota::per_hour(3).unwrap());
         let threads = [A, A, A].map(|key| spawn_check(&limiter, key));
         let admitted = threads

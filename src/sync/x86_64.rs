@@ -5,9 +5,9 @@
 //! operation through a function pointer: five calls in a typical keyed check (four loads and a
 //! compare-and-swap), each an opaque call that the compiler cannot schedule around. Here the table
 //! checks the CPU once, when it is built, and keeps a [`Native`] token; a check then runs the
-//! instructions in line. Timed against the build before it in one process (`benches/ab.sh`, two
-//! runs on the 2-core AMD VM; `benches/RUNS.md`, "Native slot operations"), that cut the time of
-//! `check_key` by 15-18% over 1k and 100k keys and by 27-29% over a million.
+//! instructions in line: `check_key` takes about a sixth less time over small tables, and about
+//! a quarter less over a million keys (`benches/ab.sh` against a build that uses portable-atomic's
+//! operations).
 //!
 //! A table uses one implementation for its whole life, so its slots are never touched by both
 //! this code and portable-atomic's while it is shared (only `AtomicU128::new` writes them before).
