@@ -510,10 +510,9 @@ impl Table {
     /// many live entries, it is the one with fewer slots taken: an idle key taken out of its
     /// slot loses nothing, but comes back as a new key, a second insert, and idle keys are the
     /// usual case (a key is live for one emission interval after a request). With ties given
-    /// to the first group whatever it held, a table at capacity with 1% of its keys live forgot
-    /// 3-4% of them a round (`capacity_holds_its_keys_as_they_go_idle` in `tests/keyed.rs`),
-    /// and the benches' table of a million keys, few of them live at a time, lacked 1.5% or
-    /// more of its keys after its rows (`benches/ab.sh` prints how many each table lacks).
+    /// to the first group whatever it held, a table at capacity with few of its keys live forgot
+    /// a few percent of them a round (`capacity_holds_its_keys_as_they_go_idle` in
+    /// `tests/keyed.rs` holds the bound; `benches/ab.sh` prints how many keys each table lacks).
     fn choose<A: Algorithm>(
         &self,
         probe: &Probe,
