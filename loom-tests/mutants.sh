@@ -59,7 +59,7 @@ mutant() {
     log=$(mktemp)
     # shellcheck disable=SC2086 # one argument per model
     "$tree/loom-tests/run.sh" --exact $models >"$log" 2>&1 || true
-    caught=$(grep -E '^test [a-z_0-9]+ \.\.\. FAILED' "$log" | cut -d' ' -f2 | sort)
+    caught=$(grep -E '^test [a-z_0-9]+ \.\.\. FAILED' "$log" | cut -d' ' -f2 | sort || true)
     for model in $models; do
         grep -qx "$model" <<<"$caught" || missed="$missed $model"
     done
@@ -101,6 +101,9 @@ mutant "a decision that retries its compare-and-swap on a reservation of its own
 mutant "a reset of every key that decides on reservations too (publishing an insert's slot)" \
     "reset_of_every_key_races_the_reuse_of_an_idle_slot" \
     's/if tag != 0 && state_of\(word\) != RESERVED \{/if tag != 0 {/'
+mutant "validation that tells a key's reservations apart by their tiers (whole tags compared)" \
+    "inserts_of_one_key_under_two_tiers_into_different_slots" \
+    's/if !same_key\(tag_of\(word\), probe\.tag\) \{/if tag_of(word) != probe.tag {/'
 mutant "an entry judged by the table's own quota whatever the tier its word carries" \
     "an_evictor_judges_a_racing_tier_request_by_its_class" \
     's/self\.rooms\[class_of\(tag_of\(word\)\)\]/self.rooms[0]/'

@@ -125,20 +125,12 @@ proptest! {
                 .unwrap()
         };
         let (peeked, twin) = (build(), build());
-        for &(ms, key, cost) in &ops {
-            clock.advance(Duration::from_millis(u64::from(ms)));
-            let occupied = peeked.stats().occupied;
-            let _ = peeked.peek_key(&key);
-            prop_assert_eq!(peeked.stats().occupied, occupied);
-            check(
-                &clock,
-                cost,
-                burst,
-                |c| peeked.peek_key_n(&key, c),
-                || peeked.decide_key(&key, cost),
-                |c| twin.decide_key(&key, c),
-            )?;
-        }
+        keyed(&clock, burst, &ops, Keyed {
+            occupied: &|| peeked.stats().occupied,
+            peek: &|key, cost| peeked.peek_key_n(key, cost),
+            decide: &|key, cost| peeked.decide_key(key, cost),
+            twin: &|key, cost| twin.decide_key(key, cost),
+        })?;
     }
 
     /// The keyed sliding log: the same, key by key, and a peek never inserts its key.
@@ -154,21 +146,48 @@ proptest! {
                 .unwrap()
         };
         let (peeked, twin) = (build(), build());
-        for &(ms, key, cost) in &ops {
-            clock.advance(Duration::from_millis(u64::from(ms)));
-            let occupied = peeked.stats().occupied;
-            let _ = peeked.peek_key(&key);
-            prop_assert_eq!(peeked.stats().occupied, occupied);
-            check(
-                &clock,
-                cost,
-                limit,
-                |c| peeked.peek_key_n(&key, c),
-                || peeked.decide_key(&key, cost),
-                |c| twin.decide_key(&key, c),
-            )?;
-        }
+        keyed(&clock, limit, &ops, Keyed {
+            occupied: &|| peeked.stats().occupied,
+            peek: &|key, cost| peeked.peek_key_n(key, cost),
+            decide: &|key, cost| peeked.decide_key(key, cost),
+            twin: &|key, cost| twin.decide_key(key, cost),
+        })?;
     }
+}
+
+type Answer = Result<Decision, InsufficientCapacity>;
+
+/// A keyed limiter's calls, for [`keyed`]: its count of keys held, a peek and a decision on it,
+/// and a decision on its twin.
+struct Keyed<'a> {
+    occupied: &'a dyn Fn() -> usize,
+    peek: &'a dyn Fn(&u8, u64) -> Answer,
+    decide: &'a dyn Fn(&u8, u64) -> Answer,
+    twin: &'a dyn Fn(&u8, u64) -> Answer,
+}
+
+/// [`check`] for each request of a keyed limiter, and that no peek inserts its key.
+fn keyed(
+    clock: &ManualClock,
+    capacity: u64,
+    ops: &[(u16, u8, u64)],
+    limiter: Keyed<'_>,
+) -> Result<(), TestCaseError> {
+    for &(ms, key, cost) in ops {
+        clock.advance(Duration::from_millis(u64::from(ms)));
+        let occupied = (limiter.occupied)();
+        let _ = (limiter.peek)(&key, 1);
+        prop_assert_eq!((limiter.occupied)(), occupied);
+        check(
+            clock,
+            cost,
+            capacity,
+            |c| (limiter.peek)(&key, c),
+            || (limiter.decide)(&key, cost),
+            |c| (limiter.twin)(&key, c),
+        )?;
+    }
+    Ok(())
 }
 
 /// The question the issue asks, on an exhausted limiter of each kind: would one more request

@@ -11,7 +11,8 @@
 //!   judge the entry by the tier its word carries);
 //! - two threads inserting the same new key;
 //! - two threads inserting the same new key into *different* slots, because they read the clock
-//!   on either side of a tick (the race the fence after a reservation exists for);
+//!   on either side of a tick (the race the fence after a reservation exists for), also under
+//!   two tiers, whose reservations are different words;
 //! - three threads inserting the same new key, so that one inserter can be overtaken: its
 //!   reservation killed, the key published elsewhere, and its slot wanted by the third.
 //! - a reset of key X racing a decision on X's slot, the insert of X, or the reuse of X's idle
@@ -332,6 +333,44 @@ fn two_threads_insert_the_same_new_key() {
             "one slot for the key"
         );
         assert!(limiter.check_key(&A).is_err());
+    });
+}
+
+/// Two threads insert the same new key under two tiers, into different slots (as in
+/// `inserts_of_one_key_into_different_slots`): their reservations are different words, each
+/// carrying its tier, and the validation must still see the other, or both would publish.
+#[test]
+fn inserts_of_one_key_under_two_tiers_into_different_slots() {
+    loom::model(|| {
+        // Two groups of two slots. C sits in group 0 and is live until 1 s.
+        let hourly = Quota::per_hour(1).unwrap();
+        let two_hourly = Quota::new(1, Duration::from_secs(7_200)).unwrap();
+        let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_second(1).unwrap()))
+            .tier(hourly)
+            .tier(two_hourly)
+            .capacity(2)
+            .threads(1)
+            .overflow(Overflow::Deny)
+            .clock(ManualClock::new())
+            .hasher(Identity)
+            .build()
+            .unwrap();
+        let limiter = Arc::new(limiter);
+        limiter.check_key(&C).unwrap();
+        let tick = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.clock().set(Duration::from_secs(1)))
+        };
+        // A, under either tier, is limited after one admission: one is all there can be.
+        let spawn_under = |tier: Quota| {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || limiter.check_key_with(&A, &tier, 1).is_ok())
+        };
+        let (a, b) = (spawn_under(hourly), spawn_under(two_hourly));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        tick.join().unwrap();
+        assert!(a ^ b, "a {a}, b {b}");
+        assert_eq!(limiter.stats().occupied, 2, "C and one slot for A");
     });
 }
 
