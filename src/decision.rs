@@ -120,6 +120,14 @@ impl Decision {
         Decision::new(false, 0, wait, wait, limit).overflowed()
     }
 
+    /// This decision with other times: for a backend that computed them in another unit.
+    #[cfg(feature = "redis")]
+    pub(crate) const fn with_times(mut self, retry_after: Nanos, reset_after: Nanos) -> Decision {
+        self.retry_after = retry_after;
+        self.reset_after = reset_after;
+        self
+    }
+
     /// This decision, marked as the overflow policy's: the key found no room.
     pub(crate) const fn overflowed(mut self) -> Decision {
         self.flags |= OVERFLOW;

@@ -45,6 +45,15 @@ pub enum BuildError {
         /// its shards' maps).
         bytes: u128,
     },
+    /// A quota whose tolerance is too long for a Redis limiter, whose script computes in
+    /// microseconds that must stay exact in Lua's doubles
+    /// (`tollgate::redis::RedisGcra::MAX_TOLERANCE`, about 142 years).
+    ToleranceTooLong {
+        /// The quota's tolerance, in whole microseconds.
+        tolerance: core::time::Duration,
+        /// The longest that fits.
+        max: core::time::Duration,
+    },
     /// More tiers than a keyed table can tell apart
     /// ([`KeyedBuilder::tier`](crate::KeyedBuilder::tier)).
     TooManyTiers {
@@ -74,6 +83,10 @@ impl fmt::Display for BuildError {
             BuildError::CapacityTooLarge { capacity, bytes } => write!(
                 f,
                 "a capacity of {capacity} keys needs {bytes} bytes of table, which cannot be allocated"
+            ),
+            BuildError::ToleranceTooLong { tolerance, max } => write!(
+                f,
+                "a tolerance of {tolerance:?} is longer than a Redis limiter takes, {max:?}"
             ),
             BuildError::TooManyTiers { tiers } => write!(
                 f,

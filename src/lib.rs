@@ -146,6 +146,8 @@ pub mod implementation {}
 pub mod keyed;
 mod limiter;
 pub mod quota;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "reference")]
 pub mod reference;
 pub mod sliding_log;

@@ -84,6 +84,18 @@ impl Gcra {
         }
     }
 
+    /// GCRA with an emission interval and a tolerance in some other unit of time than the
+    /// nanosecond (the Redis backend's microseconds): the transition is the same arithmetic in
+    /// any unit. `interval` is at least 1 and `tolerance` a multiple of it, `burst` times.
+    #[cfg(feature = "redis")]
+    pub(crate) const fn in_units(interval: u64, burst: u64) -> Gcra {
+        Gcra {
+            emission_interval: interval,
+            tolerance: interval * burst,
+            burst,
+        }
+    }
+
     /// The spacing of requests at the sustained rate.
     ///
     /// ```

@@ -1,0 +1,174 @@
+//! GCRA on Redis: the parameters a script runs with, and the script itself.
+
+use core::fmt;
+use core::time::Duration;
+use std::sync::LazyLock;
+
+use crate::algorithm::{Algorithm, Gcra};
+use crate::clock::Nanos;
+use crate::decision::Decision;
+use crate::error::BuildError;
+use crate::quota::Quota;
+
+/// The script every Redis limiter runs: [`RedisGcra::decide`] on the key's stored state, with
+/// the server's clock (see `gcra.lua`).
+pub(super) static SCRIPT: LazyLock<::redis::Script> =
+    LazyLock::new(|| ::redis::Script::new(include_str!("gcra.lua")));
+
+/// GCRA as a Redis limiter runs it: the emission interval and the tolerance in whole
+/// **microseconds**, the unit of Redis's `TIME`, so that the times since the Unix epoch that the
+/// script computes (about 1.8 × 10^15 µs) stay exact in Lua's doubles, which hold integers up to
+/// 2^53. The interval is the quota's rounded up to a whole microsecond: a quota of more than a
+/// million per second is enforced at a million per second, never faster.
+///
+/// [`decide`](RedisGcra::decide) is the transition the script applies, computed by the crate's
+/// own [`Gcra`] in microseconds: the specification the script is tested against, bit for bit.
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::redis::RedisGcra;
+/// use tollgate::Quota;
+///
+/// let gcra = RedisGcra::new(&Quota::per_second(3).unwrap()).unwrap();
+/// // 1 s / 3 = 333 333.3 µs, rounded up.
+/// assert_eq!(gcra.emission_interval(), Duration::from_micros(333_334));
+/// let (decision, state) = gcra.decide(0, 1_000_000, 3);
+/// assert!(decision.is_allowed());
+/// assert_eq!(state, 1_000_000 + 3 * 333_334);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RedisGcra {
+    /// Microseconds, at least 1.
+    interval: u64,
+    burst: u64,
+}
+
+impl RedisGcra {
+    /// The longest tolerance (`burst × emission interval`) a Redis limiter takes: 2^52 µs, about
+    /// 142 years, so that a time and a tolerance added up stay exact in the script.
+    pub const MAX_TOLERANCE: Duration = Duration::from_micros(1 << 52);
+
+    /// GCRA for `quota`, in microseconds.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ToleranceTooLong`] if the burst's tolerance, in whole microseconds, exceeds
+    /// [`RedisGcra::MAX_TOLERANCE`].
+    ///
+    /// ```
+    /// use tollgate::redis::RedisGcra;
+    /// use tollgate::{BuildError, Quota};
+    ///
+    /// assert!(RedisGcra::new(&Quota::per_day(3).unwrap()).is_ok());
+    /// // A billion per second, in bursts of a billion: a microsecond each, 11.6 days in all.
+    /// let fast = Quota::per_second(1_000_000_000).unwrap();
+    /// assert!(RedisGcra::new(&fast).is_ok());
+    /// let huge = fast.with_burst(1 << 62).unwrap();
+    /// assert!(matches!(RedisGcra::new(&huge), Err(BuildError::ToleranceTooLong { .. })));
+    /// ```
+    pub const fn new(quota: &Quota) -> Result<RedisGcra, BuildError> {
+        let interval = quota.emission_interval_nanos().div_ceil(1_000);
+        let burst = quota.burst();
+        match interval.checked_mul(burst) {
+            Some(tolerance) if tolerance <= 1 << 52 => Ok(RedisGcra { interval, burst }),
+            _ => Err(BuildError::ToleranceTooLong {
+                tolerance: Duration::from_micros(interval.saturating_mul(burst)),
+                max: RedisGcra::MAX_TOLERANCE,
+            }),
+        }
+    }
+
+    /// The spacing of requests at the sustained rate, a whole number of microseconds.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let gcra = RedisGcra::new(&Quota::per_minute(2).unwrap()).unwrap();
+    /// assert_eq!(gcra.emission_interval().as_secs(), 30);
+    /// ```
+    #[must_use]
+    pub const fn emission_interval(&self) -> Duration {
+        Duration::from_micros(self.interval)
+    }
+
+    /// How far ahead of the clock the schedule may run: `burst × emission_interval`.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let gcra = RedisGcra::new(&Quota::per_minute(2).unwrap()).unwrap();
+    /// assert_eq!(gcra.tolerance().as_secs(), 60);
+    /// ```
+    #[must_use]
+    pub const fn tolerance(&self) -> Duration {
+        Duration::from_micros(self.interval * self.burst)
+    }
+
+    /// The largest cost one request can have.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let gcra = RedisGcra::new(&Quota::per_minute(2).unwrap().with_burst(5).unwrap()).unwrap();
+    /// assert_eq!(gcra.burst(), 5);
+    /// ```
+    #[must_use]
+    pub const fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// The decision on a request of `cost` at `now` (microseconds since the Unix epoch) for a key
+    /// whose stored state is `state` (its TAT in microseconds; 0 for an absent key), and the state
+    /// to store: what the script replies and writes, computed by [`Gcra`]. A cost above the burst
+    /// is denied and writes nothing, as [`Algorithm::decide`] says; the limiters refuse it before
+    /// they ask Redis.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let gcra = RedisGcra::new(&Quota::per_second(2).unwrap()).unwrap();
+    /// let (first, state) = gcra.decide(0, 10_000_000, 2);
+    /// assert_eq!((first.remaining(), state), (0, 11_000_000));
+    /// let (second, same) = gcra.decide(state, 10_000_000, 1);
+    /// assert!(!second.is_allowed());
+    /// assert_eq!((second.retry_after().as_millis(), same), (500, state));
+    /// ```
+    pub fn decide(&self, state: u64, now: u64, cost: u64) -> (Decision, u64) {
+        // The crate's GCRA, its nanoseconds read as microseconds: the same arithmetic.
+        let micros = Gcra::in_units(self.interval, self.burst);
+        let (decision, next) = micros.decide(state, Nanos::from_nanos(now), cost);
+        (in_microseconds(decision), next)
+    }
+
+    /// The arguments of the script that come from the quota: the emission interval, the
+    /// tolerance and the burst.
+    pub(super) const fn args(&self) -> [u64; 3] {
+        [self.interval, self.interval * self.burst, self.burst]
+    }
+}
+
+/// A decision whose times were computed in microseconds, with its times in the nanoseconds that
+/// a [`Decision`] holds.
+pub(super) fn in_microseconds(decision: Decision) -> Decision {
+    let micros = |time: Duration| Nanos::from_nanos((time.as_nanos() as u64).saturating_mul(1_000));
+    decision.with_times(
+        micros(decision.retry_after()),
+        micros(decision.reset_after()),
+    )
+}
+
+/// The times as durations.
+///
+/// ```
+/// # use tollgate::{redis::RedisGcra, Quota};
+/// let gcra = RedisGcra::new(&Quota::per_second(4).unwrap().with_burst(2).unwrap()).unwrap();
+/// assert_eq!(
+///     format!("{gcra:?}"),
+///     "RedisGcra { emission_interval: 250ms, tolerance: 500ms, burst: 2 }"
+/// );
+/// ```
+impl fmt::Debug for RedisGcra {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisGcra")
+            .field("emission_interval", &self.emission_interval())
+            .field("tolerance", &self.tolerance())
+            .field("burst", &self.burst())
+            .finish()
+    }
+}

@@ -1,0 +1,117 @@
+//! Limits shared by many servers through Redis (the `redis` feature).
+//!
+//! A local limiter keeps its state in the process: ten servers, each with its own limiter, admit
+//! ten times the quota. A Redis limiter keeps each key's state in Redis, where every server reads
+//! and writes it, so the quota holds across all of them.
+//!
+//! - **One round trip per decision.** A decision is one `EVALSHA` of a script that reads the
+//!   key's state, applies GCRA's transition and writes the new state, atomically: Redis runs a
+//!   script alone, so there is no read-then-write race between servers, and decisions on a key
+//!   are linearizable.
+//! - **One clock.** The script reads the server's `TIME`, so every server's requests are judged
+//!   on the same clock, whatever the skew between the servers' own.
+//! - **The same transition as the local code.** The script is [`RedisGcra::decide`], the crate's
+//!   [`Gcra`](crate::Gcra) computed in microseconds (the unit of `TIME`; Lua's numbers are
+//!   doubles, exact up to 2^53, and nanoseconds since 1970 are not). A property test replays
+//!   random requests, costs and times through both, against a real `redis-server`, and requires
+//!   the same decision and the same stored state after every step.
+//! - **Redis holds live keys only.** A key is written with an expiry at the moment its state is
+//!   fresh again, so an idle key costs nothing.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use tollgate::redis::RedisKeyedRateLimiter;
+//! use tollgate::Quota;
+//!
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let conn = redis::aio::ConnectionManager::new(client).await?;
+//! // 10 per second per API key, in bursts of 20, across every server.
+//! let per_key = RedisKeyedRateLimiter::gcra(conn, "rl:", Quota::per_second(10)?.with_burst(20)?)?;
+//! match per_key.check_key("key-123").await {
+//!     Ok(()) => { /* serve */ }
+//!     Err(tollgate::redis::Error::Denied(denied)) => {
+//!         let _retry_after = denied.retry_after_secs(); // 429
+//!     }
+//!     Err(other) => return Err(other.into()), // Redis could not be asked
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The connection is any of the `redis` crate's async connections that can be cloned: a
+//! `ConnectionManager` (which reconnects after a failure) for one server, a cluster connection
+//! for a Redis Cluster.
+
+mod gcra;
+mod limiter;
+
+pub use gcra::RedisGcra;
+pub use limiter::{RedisKeyedRateLimiter, RedisRateLimiter};
+
+use core::fmt;
+
+use crate::decision::{Denied, InsufficientCapacity};
+
+/// Why a Redis limiter did not admit a request, or could not decide it.
+///
+/// ```
+/// use tollgate::redis::Error;
+/// use tollgate::Quota;
+///
+/// // A cost above the burst is refused without asking Redis.
+/// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) {
+/// assert!(matches!(limiter.decide_key("k", 1_000_000).await, Err(Error::InsufficientCapacity(_))));
+/// # }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Not now: the key is over its limit (from the `check` methods; the `decide` methods
+    /// report it in their [`Decision`](crate::Decision)).
+    Denied(Denied),
+    /// A cost above the burst, which can never be admitted.
+    InsufficientCapacity(InsufficientCapacity),
+    /// Redis could not be asked, or replied with an error (a key that holds something other
+    /// than a state of this limiter, for one).
+    Redis(::redis::RedisError),
+    /// Redis replied with something the script never returns.
+    Reply(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Denied(denied) => denied.fmt(f),
+            Error::InsufficientCapacity(err) => err.fmt(f),
+            Error::Redis(err) => write!(f, "redis: {err}"),
+            Error::Reply(reply) => write!(f, "redis replied {reply}, not a decision"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+impl From<Denied> for Error {
+    fn from(denied: Denied) -> Error {
+        Error::Denied(denied)
+    }
+}
+
+impl From<InsufficientCapacity> for Error {
+    fn from(err: InsufficientCapacity) -> Error {
+        Error::InsufficientCapacity(err)
+    }
+}
+
+impl From<::redis::RedisError> for Error {
+    fn from(err: ::redis::RedisError) -> Error {
+        Error::Redis(err)
+    }
+}

@@ -1,0 +1,319 @@
+//! The Redis limiters against a real `redis-server`, which each test starts on a free loopback
+//! port in a temporary directory and stops by its process id.
+//!
+//! The script is replayed against [`RedisGcra::decide`], the crate's own GCRA in microseconds:
+//! random quotas, costs and times (forwards and backwards, up to the end of the exact range),
+//! the same decision and the same stored state after every step.
+
+mod server;
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use server::Server;
+use tollgate::redis::{Error, RedisGcra, RedisRateLimiter};
+use tollgate::{BuildError, Decision, Quota};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// A fresh key for each use of the shared server.
+fn fresh_key() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("k{}", NEXT.fetch_add(1, Relaxed))
+}
+
+/// A time in microseconds since the Unix epoch: the start of a replay. Around now, or near the
+/// end of the range the script computes exactly in (2^52 µs), less the quota's tolerance and the
+/// replay's steps.
+fn start_time() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        3 => 1_700_000_000_000_000u64..1_900_000_000_000_000,
+        1 => (1u64 << 52) - (1 << 40)..(1u64 << 52) - (1 << 36),
+        1 => 0u64..1_000_000,
+    ]
+}
+
+/// A quota: any limit, period and burst whose tolerance a Redis limiter takes, the longest
+/// (up to 2^52 µs, 142 years) included.
+fn quota() -> impl Strategy<Value = Quota> {
+    let period = prop_oneof![
+        Just(Duration::from_micros(1)),
+        (1u64..2_000_000).prop_map(Duration::from_micros),
+        (1u64..100_000).prop_map(Duration::from_secs),
+    ];
+    let common = (1u64..5_000, period, 1u64..5_000);
+    let longest = (
+        1u64..3,
+        (1u64 << 49..1 << 51).prop_map(Duration::from_micros),
+        1u64..3,
+    );
+    prop_oneof![4 => common, 1 => longest].prop_filter_map(
+        "representable",
+        |(limit, period, burst)| {
+            let quota = Quota::new(limit, period).ok()?.with_burst(burst).ok()?;
+            RedisGcra::new(&quota).ok().map(|_| quota)
+        },
+    )
+}
+
+/// A step: the time moved (forwards mostly, by up to a few intervals; sometimes backwards), the
+/// cost (0 and past the burst included), and whether it is a peek.
+fn steps() -> impl Strategy<Value = Vec<(i64, u64, bool)>> {
+    prop::collection::vec((-200i64..1_000, 0u64..6, prop::bool::weighted(0.2)), 1..40)
+}
+
+/// The script and `RedisGcra::decide` decide alike and store alike, step after step.
+#[test]
+fn the_script_is_the_rust_transition() {
+    let server = Server::start();
+    let rt = runtime();
+    let config = ProptestConfig {
+        cases: 200,
+        ..ProptestConfig::default()
+    };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let cases = (quota(), start_time(), steps());
+    // What the cases reached: denials, peeks, times past 2^51 µs, tolerances past 2^50 µs.
+    let (denials, peeks, late, long) = (Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0));
+    let result = runner.run(&cases, |(quota, start, steps)| {
+        let limiter = rt.block_on(server.limiter(quota));
+        let gcra = *limiter.algorithm();
+        long.set(long.get() + u32::from(gcra.tolerance() > Duration::from_micros(1 << 50)));
+        let key = fresh_key();
+        // Steps scale with the quota's interval, so that keys go idle and fill up again.
+        let unit = gcra.emission_interval().as_micros() as i64 / 3 + 1;
+        let (mut now, mut state) = (start, 0u64);
+        for (i, &(step, cost, peek)) in steps.iter().enumerate() {
+            now = now.saturating_add_signed(step * unit).min((1 << 52) - 1);
+            let cost = match cost {
+                5 => gcra.burst() + 1,
+                4 => gcra.burst(),
+                c => c,
+            };
+            let got = if peek {
+                rt.block_on(limiter.peek_key_at(&key, cost, now))
+            } else {
+                rt.block_on(limiter.decide_key_at(&key, cost, now))
+            };
+            if cost > gcra.burst() {
+                prop_assert!(
+                    matches!(got, Err(Error::InsufficientCapacity(_))),
+                    "step {}: {:?}",
+                    i,
+                    got
+                );
+                continue;
+            }
+            let got = got.unwrap();
+            let (want, next) = gcra.decide(state, now, cost);
+            denials.set(denials.get() + u32::from(!want.is_allowed()));
+            peeks.set(peeks.get() + u32::from(peek));
+            late.set(late.get() + u32::from(now > 1 << 51));
+            if peek {
+                let (fresh, _) = gcra.decide(state, now, 0);
+                let fields = |d: Decision| (d.remaining(), d.reset_after(), d.limit());
+                prop_assert_eq!(
+                    (got.is_allowed(), got.retry_after()),
+                    (want.is_allowed(), want.retry_after()),
+                    "step {}: peek of {} at {}",
+                    i,
+                    cost,
+                    now
+                );
+                prop_assert_eq!(fields(got), fields(fresh), "step {}: peek at {}", i, now);
+            } else {
+                prop_assert_eq!(
+                    got,
+                    want,
+                    "step {}: cost {} at {} on {}",
+                    i,
+                    cost,
+                    now,
+                    state
+                );
+                state = next;
+            }
+            prop_assert_eq!(server.stored(&limiter.key(&key)), state, "step {}", i);
+        }
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+    let reached = [denials.get(), peeks.get(), late.get(), long.get()];
+    assert!(reached.iter().all(|&n| n > 0), "{reached:?}");
+}
+
+/// The decisions of a Redis limiter are its quota's, on the server's clock: a burst, then a
+/// denial that says how long to wait, and the peeks that say so without writing.
+#[tokio::test]
+async fn a_burst_then_a_wait() {
+    let server = Server::start();
+    let limiter = server.limiter(Quota::per_hour(3).unwrap()).await;
+    assert_eq!(limiter.decide_key("alice", 2).await.unwrap().remaining(), 1);
+    let peek = limiter.peek_key_n("alice", 2).await.unwrap();
+    assert!(!peek.is_allowed());
+    assert_eq!(peek.remaining(), 1);
+    limiter.check_key("alice").await.unwrap();
+    let Err(Error::Denied(denied)) = limiter.check_key("alice").await else {
+        panic!("the fourth request of the hour was not denied");
+    };
+    // One more every 20 minutes: the first request's share was paid off 20 minutes after it.
+    assert!(denied.retry_after() > Duration::from_secs(19 * 60));
+    assert!(denied.retry_after() <= Duration::from_secs(20 * 60));
+    // Another key has its own limit.
+    assert!(limiter.check_key("bob").await.is_ok());
+    // A cost that never fits is refused without a round trip.
+    assert!(matches!(
+        limiter.decide_key("alice", 4).await,
+        Err(Error::InsufficientCapacity(e)) if (e.cost(), e.capacity()) == (4, 3)
+    ));
+}
+
+/// A key expires when its state is fresh again: its TTL is its reset time, in whole
+/// milliseconds rounded up, and once it has run out the key is gone and decides as new.
+#[tokio::test]
+async fn a_key_expires_when_it_is_fresh_again() {
+    let server = Server::start();
+    // One request per 50 ms.
+    let quota = Quota::new(1, Duration::from_millis(50)).unwrap();
+    let limiter = server.limiter(quota).await;
+    let decision = limiter.decide_key("k", 1).await.unwrap();
+    assert_eq!(decision.reset_after(), Duration::from_millis(50));
+    let ttl = server.pttl(&limiter.key("k"));
+    assert!((1..=50).contains(&ttl), "ttl {ttl} ms");
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    assert_eq!(server.pttl(&limiter.key("k")), -2, "gone");
+    assert!(limiter.check_key("k").await.is_ok());
+    // A peek writes nothing, and a denial neither: the TTL is the admission's.
+    let before = server.pttl(&limiter.key("k"));
+    assert!(limiter.check_key("k").await.is_err());
+    assert!(limiter.peek_key_n("k", 1).await.is_ok());
+    assert!(server.pttl(&limiter.key("k")) <= before);
+}
+
+/// Two servers' limiters on one Redis share each key's limit: 400 requests for one key from two
+/// limiters on two connections, at once, admit exactly the burst of 100 (the hour's refill is
+/// 36 s per request, far longer than the test).
+#[tokio::test]
+async fn two_limiters_share_one_limit() {
+    let server = Server::start();
+    let quota = Quota::per_hour(100).unwrap();
+    let (a, b) = (server.limiter(quota).await, server.limiter(quota).await);
+    let direct = RedisRateLimiter::gcra(server.connection().await, "shared", quota).unwrap();
+    let mut requests = Vec::new();
+    for _ in 0..200 {
+        for limiter in [&a, &b] {
+            let limiter = limiter.clone();
+            requests.push(tokio::spawn(async move { limiter.check_key("x").await }));
+        }
+    }
+    let mut admitted = 0;
+    for request in requests {
+        admitted += u32::from(request.await.expect("the task").is_ok());
+    }
+    assert_eq!(admitted, 100);
+    // The direct limiter is its own key, with its own 100.
+    let mut direct_admitted = 0;
+    for _ in 0..150 {
+        direct_admitted += u32::from(direct.check().await.is_ok());
+    }
+    assert_eq!(direct_admitted, 100);
+}
+
+/// The script is loaded again when the server has forgotten it (`SCRIPT FLUSH`, a restart).
+#[tokio::test]
+async fn a_flushed_script_is_loaded_again() {
+    let server = Server::start();
+    let limiter = server.limiter(Quota::per_second(5).unwrap()).await;
+    limiter.check_key("k").await.unwrap();
+    server.command(&["SCRIPT", "FLUSH"]);
+    assert_eq!(limiter.decide_key("k", 1).await.unwrap().remaining(), 3);
+}
+
+/// A key that holds something other than a state of this limiter is an error, not a panic and
+/// not a silent fresh start.
+#[tokio::test]
+async fn a_foreign_value_is_an_error() {
+    let server = Server::start();
+    let limiter = server.limiter(Quota::per_second(5).unwrap()).await;
+    for value in ["garbage", "-5", "1.5", "1e300"] {
+        server.command(&["SET", "rl:k", value]);
+        let err = limiter.decide_key("k", 1).await.unwrap_err();
+        assert!(matches!(err, Error::Redis(_)), "{value}: {err:?}");
+        assert!(err.to_string().contains("is not a GCRA state"), "{err}");
+    }
+}
+
+/// A Redis that is down is an error for each decision, never a panic; a `ConnectionManager`
+/// reconnects once it is back.
+#[tokio::test]
+async fn a_redis_that_is_down_is_an_error() {
+    let mut server = Server::start();
+    let limiter = server.limiter(Quota::per_second(5).unwrap()).await;
+    limiter.check_key("k").await.unwrap();
+    server.stop();
+    assert!(matches!(limiter.check_key("k").await, Err(Error::Redis(_))));
+    server.restart();
+    let mut resumed = false;
+    for _ in 0..50 {
+        if limiter.check_key("k").await.is_ok() {
+            resumed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(resumed, "decisions resume once Redis is back");
+}
+
+/// Quotas whose tolerance the script's microseconds cannot hold exactly are refused when the
+/// limiter is built.
+#[test]
+fn too_long_a_tolerance_is_a_build_error() {
+    let quota = Quota::per_second(1_000_000_000)
+        .unwrap()
+        .with_burst(1 << 62)
+        .unwrap();
+    let err = RedisGcra::new(&quota).unwrap_err();
+    assert!(matches!(err, BuildError::ToleranceTooLong { .. }));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "a tolerance of {:?} is longer than a Redis limiter takes, {:?}",
+            Duration::from_micros(1 << 62),
+            RedisGcra::MAX_TOLERANCE
+        )
+    );
+}
+
+/// The decision the script's reply makes, for `Decision`'s fields: checked against a key's
+/// decision made locally, so that the reply's conversion is covered where the equivalence test
+/// compares two of them.
+#[tokio::test]
+async fn a_reply_is_the_decision_in_microseconds() {
+    let server = Server::start();
+    let quota = Quota::per_second(4).unwrap();
+    let limiter = server.limiter(quota).await;
+    let now = 1_800_000_000_000_000;
+    let first = limiter.decide_key_at("k", 3, now).await.unwrap();
+    assert_eq!(
+        (
+            first.is_allowed(),
+            first.remaining(),
+            first.reset_after(),
+            first.limit()
+        ),
+        (true, 1, Duration::from_millis(750), 4)
+    );
+    let denied: Decision = limiter.decide_key_at("k", 2, now).await.unwrap();
+    assert!(!denied.is_allowed());
+    assert_eq!(denied.retry_after(), Duration::from_millis(250));
+    assert_eq!(server.stored(&limiter.key("k")), now + 750_000);
+}
