@@ -1,10 +1,16 @@
 //! The Redis limiters: [`RedisKeyedRateLimiter`], one state per key, and [`RedisRateLimiter`],
-//! one state for everything, each decision one round trip of one script.
+//! one state for everything, each decision one round trip of one script; and their
+//! [`RedisBuilder`].
 
 use core::fmt;
+use core::time::Duration;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager};
+use ::redis::{ErrorKind, RedisError};
 
+use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
 use super::gcra::{in_microseconds, RedisGcra, SCRIPT};
 use super::Error;
 use crate::clock::Nanos;
@@ -19,16 +25,25 @@ enum Mode {
     Peek = 1,
 }
 
-/// A connection and the quota its script runs: what both limiters share.
+/// A connection and everything its decisions need: what both limiters are.
 #[derive(Clone)]
 struct Remote<C> {
     conn: C,
+    shared: Arc<Shared>,
+}
+
+/// What a limiter's clones share.
+struct Shared {
     gcra: RedisGcra,
+    timeout: Duration,
+    fallback: Policy,
+    counters: Counters,
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
     /// One round trip: the script on `key` for a request of `cost`, at the server's time, or at
-    /// `now` (microseconds since the Unix epoch) where given.
+    /// `now` (microseconds since the Unix epoch) where given. If Redis cannot be asked, or does
+    /// not reply within the timeout, the fallback decides.
     async fn call(
         &self,
         key: &[u8],
@@ -36,8 +51,9 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         mode: Mode,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        InsufficientCapacity::check(cost, self.gcra.burst())?;
-        let [interval, tolerance, burst] = self.gcra.args();
+        let shared = &*self.shared;
+        InsufficientCapacity::check(cost, shared.gcra.burst())?;
+        let [interval, tolerance, burst] = shared.gcra.args();
         let mut invocation = SCRIPT.key(key);
         invocation
             .arg(interval)
@@ -48,9 +64,42 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         if let Some(now) = now {
             invocation.arg(now);
         }
-        let reply: Vec<i64> = invocation.invoke_async(&mut self.conn.clone()).await?;
-        decision_from(&reply)
+        let mut conn = self.conn.clone();
+        let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
+        let counters = &shared.counters;
+        let failure = match tokio::time::timeout(shared.timeout, round_trip).await {
+            Ok(Ok(reply)) => {
+                counters.decisions.fetch_add(1, Relaxed);
+                return decision_from(&reply);
+            }
+            Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
+            Ok(Err(_)) => &counters.unavailable,
+            Err(_elapsed) => {
+                counters.unavailable.fetch_add(1, Relaxed);
+                &counters.timeouts
+            }
+        };
+        failure.fetch_add(1, Relaxed);
+        Ok(match mode {
+            Mode::Decide => shared.fallback.decide(key, cost, burst),
+            Mode::Peek => shared.fallback.peek(key, cost, burst),
+        })
     }
+
+    fn stats(&self) -> RedisStats {
+        self.shared.counters.snapshot()
+    }
+}
+
+/// Whether `err` says that Redis could not be asked (it is down or unreachable, the connection
+/// broke, a cluster is reconfiguring), rather than that it refused the script: the errors the
+/// fallback decides for.
+fn unavailable(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_timeout()
+        || err.is_cluster_error()
+        || err.kind() == ErrorKind::ClusterConnectionNotFound
 }
 
 /// The script's reply, `{allowed, remaining, retry_after, reset_after, burst}` with its times in
@@ -75,6 +124,111 @@ fn decision_from(reply: &[i64]) -> Result<Decision, Error> {
     Ok(in_microseconds(decision))
 }
 
+/// Configures a Redis limiter: the time a decision waits for Redis, and what decides when Redis
+/// cannot be asked. [`RedisKeyedRateLimiter::builder`] and [`RedisRateLimiter::builder`] start
+/// one.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use tollgate::redis::{Fallback, RedisKeyedRateLimiter};
+/// use tollgate::Quota;
+///
+/// let conn = redis::aio::ConnectionManager::new(redis::Client::open("redis://127.0.0.1/")?).await?;
+/// let limiter = RedisKeyedRateLimiter::builder(conn, "rl:", Quota::per_second(1_000)?)
+///     .timeout(Duration::from_millis(20))
+///     .fallback(Fallback::Local { quota: Quota::per_second(100)?, capacity: 100_000 })
+///     .build()?;
+/// # let _ = limiter;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RedisBuilder<C, L> {
+    conn: C,
+    name: Box<[u8]>,
+    quota: Quota,
+    timeout: Duration,
+    fallback: Fallback,
+    limiter: core::marker::PhantomData<fn() -> L>,
+}
+
+impl<C, L> RedisBuilder<C, L> {
+    /// How long a decision waits for Redis's reply before the [`Fallback`] decides (default
+    /// 100 ms).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// What decides when Redis cannot be asked (default [`Fallback::Deny`]).
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    fn remote(self) -> Result<(Remote<C>, Box<[u8]>), BuildError> {
+        let shared = Shared {
+            gcra: RedisGcra::new(&self.quota)?,
+            timeout: self.timeout,
+            fallback: Policy::new(self.fallback)?,
+            counters: Counters::default(),
+        };
+        let remote = Remote {
+            conn: self.conn,
+            shared: Arc::new(shared),
+        };
+        Ok((remote, self.name))
+    }
+}
+
+impl<C> RedisBuilder<C, RedisKeyedRateLimiter<C>> {
+    /// Builds the limiter (and the local table of a [`Fallback::Local`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::ToleranceTooLong`] for a quota whose tolerance is too long for the script's
+    /// microseconds (see [`RedisGcra::new`]); the errors of a local table's capacity.
+    pub fn build(self) -> Result<RedisKeyedRateLimiter<C>, BuildError> {
+        let (remote, prefix) = self.remote()?;
+        Ok(RedisKeyedRateLimiter { remote, prefix })
+    }
+}
+
+impl<C> RedisBuilder<C, RedisRateLimiter<C>> {
+    /// Builds the limiter (and the local limiter of a [`Fallback::Local`]).
+    ///
+    /// # Errors
+    ///
+    /// As for the keyed limiter's builder.
+    pub fn build(self) -> Result<RedisRateLimiter<C>, BuildError> {
+        let (remote, key) = self.remote()?;
+        Ok(RedisRateLimiter { remote, key })
+    }
+}
+
+impl<C, L> fmt::Debug for RedisBuilder<C, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBuilder")
+            .field("name", &String::from_utf8_lossy(&self.name))
+            .field("quota", &self.quota)
+            .field("timeout", &self.timeout)
+            .field("fallback", &self.fallback)
+            .finish_non_exhaustive()
+    }
+}
+
+fn builder<C, L>(conn: C, name: &[u8], quota: Quota) -> RedisBuilder<C, L> {
+    RedisBuilder {
+        conn,
+        name: name.into(),
+        quota,
+        timeout: DEFAULT_TIMEOUT,
+        fallback: Fallback::default(),
+        limiter: core::marker::PhantomData,
+    }
+}
+
 /// A GCRA limiter per key, whose states live in Redis: every server that uses the same Redis
 /// (or Redis Cluster) and the same key prefix shares each key's limit.
 ///
@@ -84,6 +238,11 @@ fn decision_from(reply: &[i64]) -> Result<Decision, Error> {
 /// on first use and again after a `NOSCRIPT` reply (a restarted server). Redis runs each script
 /// alone, so decisions on one key are linearizable, as a local limiter's are, and all servers
 /// read one clock.
+///
+/// When Redis cannot be asked (down, unreachable, or slower than the limiter's timeout), the
+/// limiter's [`Fallback`] decides, counted in [`stats`](Self::stats). A `ConnectionManager`
+/// reconnects on its own, with exponential backoff, and decisions are Redis's again as soon as
+/// it answers.
 ///
 /// Keys are stored under `prefix` followed by the key's bytes. In a Redis Cluster, a key routes
 /// to the slot of its name (or of the part in `{braces}`, a hash tag).
@@ -110,30 +269,37 @@ pub struct RedisKeyedRateLimiter<C = ConnectionManager> {
     prefix: Box<[u8]>,
 }
 
-impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
-    /// A GCRA limiter per key for `quota` on the connection `conn` (a `ConnectionManager`, which
-    /// reconnects, or a cluster connection), its keys stored under `prefix`.
+impl<C> RedisKeyedRateLimiter<C> {
+    /// Starts configuring a GCRA limiter per key for `quota` on the connection `conn` (a
+    /// `ConnectionManager`, which reconnects, or a cluster connection), its keys stored under
+    /// `prefix`.
+    pub fn builder(
+        conn: C,
+        prefix: impl AsRef<[u8]>,
+        quota: Quota,
+    ) -> RedisBuilder<C, RedisKeyedRateLimiter<C>> {
+        builder(conn, prefix.as_ref(), quota)
+    }
+
+    /// A GCRA limiter per key for `quota` on the connection `conn`, its keys stored under
+    /// `prefix`, with the defaults: a timeout of 100 ms, and [`Fallback::Deny`].
     ///
     /// # Errors
     ///
     /// [`BuildError::ToleranceTooLong`] for a quota whose tolerance is too long for the script's
     /// microseconds (see [`RedisGcra::new`]).
     pub fn gcra(conn: C, prefix: impl AsRef<[u8]>, quota: Quota) -> Result<Self, BuildError> {
-        Ok(RedisKeyedRateLimiter {
-            remote: Remote {
-                conn,
-                gcra: RedisGcra::new(&quota)?,
-            },
-            prefix: prefix.as_ref().into(),
-        })
+        RedisKeyedRateLimiter::builder(conn, prefix, quota).build()
     }
+}
 
+impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// Admits one request for `key`, or says how long to wait.
     ///
     /// # Errors
     ///
-    /// [`Error::Denied`] if the key is over its limit; [`Error::Redis`] if Redis could not be
-    /// asked (or refused the script).
+    /// [`Error::Denied`] if the key is over its limit (or the fallback denied it);
+    /// [`Error::Redis`] if Redis refused the script.
     pub async fn check_key(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
         self.check_key_n(key, 1).await
     }
@@ -154,7 +320,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Errors
     ///
     /// [`Error::InsufficientCapacity`] for a cost above the burst, refused without asking Redis;
-    /// [`Error::Redis`] if Redis could not be asked.
+    /// [`Error::Redis`] if Redis refused the script (a key that holds something else, say).
     pub async fn decide_key(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
         let key = self.key(key.as_ref());
         self.remote.call(&key, cost, Mode::Decide, None).await
@@ -208,10 +374,17 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         self.remote.call(&key, cost, Mode::Peek, Some(now)).await
     }
 
+    /// The counters of decisions Redis made and of those the fallback made, shared by the
+    /// limiter's clones.
+    #[must_use]
+    pub fn stats(&self) -> RedisStats {
+        self.remote.stats()
+    }
+
     /// The quota as the script runs it, in microseconds.
     #[must_use]
     pub fn algorithm(&self) -> &RedisGcra {
-        &self.remote.gcra
+        &self.remote.shared.gcra
     }
 
     /// The name under which `key`'s state is stored: the prefix, then the key.
@@ -234,8 +407,9 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
 impl<C> fmt::Debug for RedisKeyedRateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisKeyedRateLimiter")
-            .field("algorithm", &self.remote.gcra)
+            .field("algorithm", &self.remote.shared.gcra)
             .field("prefix", &String::from_utf8_lossy(&self.prefix))
+            .field("stats", &self.remote.shared.counters.snapshot())
             .finish_non_exhaustive()
     }
 }
@@ -260,22 +434,29 @@ pub struct RedisRateLimiter<C = ConnectionManager> {
     key: Box<[u8]>,
 }
 
-impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
-    /// A GCRA limiter for `quota` on the connection `conn`, its state stored under `key`.
+impl<C> RedisRateLimiter<C> {
+    /// Starts configuring a GCRA limiter for `quota` on the connection `conn`, its state stored
+    /// under `key`.
+    pub fn builder(
+        conn: C,
+        key: impl AsRef<[u8]>,
+        quota: Quota,
+    ) -> RedisBuilder<C, RedisRateLimiter<C>> {
+        builder(conn, key.as_ref(), quota)
+    }
+
+    /// A GCRA limiter for `quota` on the connection `conn`, its state stored under `key`, with
+    /// the defaults: a timeout of 100 ms, and [`Fallback::Deny`].
     ///
     /// # Errors
     ///
     /// As for [`RedisKeyedRateLimiter::gcra`].
     pub fn gcra(conn: C, key: impl AsRef<[u8]>, quota: Quota) -> Result<Self, BuildError> {
-        Ok(RedisRateLimiter {
-            remote: Remote {
-                conn,
-                gcra: RedisGcra::new(&quota)?,
-            },
-            key: key.as_ref().into(),
-        })
+        RedisRateLimiter::builder(conn, key, quota).build()
     }
+}
 
+impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
     /// Admits one request, or says how long to wait.
     ///
     /// # Errors
@@ -313,18 +494,25 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
         self.remote.call(&self.key, cost, Mode::Peek, None).await
     }
 
+    /// The counters of decisions Redis made and of those the fallback made.
+    #[must_use]
+    pub fn stats(&self) -> RedisStats {
+        self.remote.stats()
+    }
+
     /// The quota as the script runs it, in microseconds.
     #[must_use]
     pub fn algorithm(&self) -> &RedisGcra {
-        &self.remote.gcra
+        &self.remote.shared.gcra
     }
 }
 
 impl<C> fmt::Debug for RedisRateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRateLimiter")
-            .field("algorithm", &self.remote.gcra)
+            .field("algorithm", &self.remote.shared.gcra)
             .field("key", &String::from_utf8_lossy(&self.key))
+            .field("stats", &self.remote.shared.counters.snapshot())
             .finish_non_exhaustive()
     }
 }

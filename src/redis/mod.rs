@@ -39,14 +39,34 @@
 //! ```
 //!
 //! The connection is any of the `redis` crate's async connections that can be cloned: a
-//! `ConnectionManager` (which reconnects after a failure) for one server, a cluster connection
-//! for a Redis Cluster.
+//! `ConnectionManager` (which reconnects after a failure, with exponential backoff) for one
+//! server, a cluster connection for a Redis Cluster.
+//!
+//! # When Redis cannot be asked
+//!
+//! A decision waits for Redis at most the limiter's timeout (100 ms unless
+//! [`RedisBuilder::timeout`] says otherwise). If Redis is down or unreachable, the connection
+//! broke, or the reply is late, the limiter's [`Fallback`] decides: deny (the default), allow,
+//! or a local limiter with this process's share of the quota. Every such decision is counted in
+//! [`RedisStats`]. Errors that Redis replies (a key that holds something else than a state) are
+//! returned, not covered up.
+//!
+//! # Durability
+//!
+//! A limit is as durable as the Redis that holds it. Without persistence a restarted Redis has
+//! forgotten every key, and each starts afresh. With the append-only file and
+//! `appendfsync always`, a Redis that crashes and restarts has lost no admission (a test kills
+//! one in the middle of a run). With `appendfsync everysec`, Redis's default for the append-only
+//! file, a crash can lose the last second of writes, and the admissions they recorded can be
+//! granted again: at most one second of each key's traffic.
 
+mod fallback;
 mod gcra;
 mod limiter;
 
+pub use fallback::{Fallback, RedisStats};
 pub use gcra::RedisGcra;
-pub use limiter::{RedisKeyedRateLimiter, RedisRateLimiter};
+pub use limiter::{RedisBuilder, RedisKeyedRateLimiter, RedisRateLimiter};
 
 use core::fmt;
 

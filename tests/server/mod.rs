@@ -80,6 +80,14 @@ impl Server {
         }
     }
 
+    /// Kills the server (`SIGKILL`): a crash, with no chance to write anything more.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
