@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use server::Server;
+use server::{Cluster, Server};
 use tollgate::redis::{Error, Fallback, RedisGcra, RedisKeyedRateLimiter, RedisRateLimiter};
 use tollgate::{BuildError, Decision, Quota};
 
@@ -149,6 +149,84 @@ fn the_script_is_the_rust_transition() {
     }
     let reached = [denials.get(), peeks.get(), late.get(), long.get()];
     assert!(reached.iter().all(|&n| n > 0), "{reached:?}");
+}
+
+/// A batch decides as its requests one at a time, in order, at one time: random batches of
+/// keys (repeats included) and costs (0 and past the burst included), against the same requests
+/// on single calls under another prefix, decision for decision and state for state.
+#[test]
+fn a_batch_decides_as_its_requests_one_at_a_time() {
+    let server = Server::start();
+    let rt = runtime();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 64,
+        ..ProptestConfig::default()
+    });
+    let batches = prop::collection::vec(
+        (0u64..1_000, prop::collection::vec((0u8..6, 0u64..5), 0..40)),
+        1..8,
+    );
+    let result = runner.run(&(quota(), batches), |(quota, batches)| {
+        let batched = rt.block_on(server.limiter(quota));
+        let conn = rt.block_on(server.connection());
+        let single = RedisKeyedRateLimiter::gcra(conn, "single:", quota).unwrap();
+        let burst = batched.algorithm().burst();
+        let round = fresh_key();
+        let mut now: u64 = 1_800_000_000_000_000;
+        for (step, requests) in batches {
+            let interval = batched.algorithm().emission_interval().as_micros() as u64;
+            now = now.saturating_add(step * interval).min((1 << 52) - 1);
+            let requests: Vec<(String, u64)> = requests
+                .into_iter()
+                .map(|(key, cost)| {
+                    (
+                        format!("{round}-{key}"),
+                        if cost == 4 { burst + 1 } else { cost },
+                    )
+                })
+                .collect();
+            let got = rt
+                .block_on(batched.decide_keys_at(requests.clone(), now))
+                .unwrap();
+            prop_assert_eq!(got.len(), requests.len());
+            for ((key, cost), got) in requests.iter().zip(got) {
+                let want = rt.block_on(single.decide_key_at(key, *cost, now));
+                match want {
+                    Err(Error::InsufficientCapacity(want)) => prop_assert_eq!(got, Err(want)),
+                    want => prop_assert_eq!(Ok(got.unwrap()), want.map_err(|e| e.to_string())),
+                }
+            }
+            for (key, _) in &requests {
+                prop_assert_eq!(
+                    server.stored(&batched.key(key)),
+                    server.stored(&single.key(key))
+                );
+            }
+        }
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
+
+/// A batch of 64 is one round trip, and `check_keys` answers as `check_key` would.
+#[tokio::test]
+async fn check_keys_answers_as_check_key() {
+    let server = Server::start();
+    let limiter = server.limiter(Quota::per_hour(2).unwrap()).await;
+    // The first call loads the script; count the round trips after it.
+    limiter.peek_key_n("k0", 1).await.unwrap();
+    server.command(&["CONFIG", "RESETSTAT"]);
+    let keys: Vec<String> = (0..64).map(|i| format!("k{}", i % 32)).collect();
+    let answers = limiter.check_keys(&keys).await.unwrap();
+    // Each of the 32 keys twice: both admitted (a burst of 2).
+    assert!(answers.iter().all(Result::is_ok));
+    let answers = limiter.check_keys(&keys[..3]).await.unwrap();
+    assert!(answers.iter().all(Result::is_err));
+    let stats = limiter.stats();
+    assert_eq!((stats.decisions, stats.unavailable), (68, 0));
+    assert_eq!(server.command_count("evalsha"), 2);
 }
 
 /// The decisions of a Redis limiter are its quota's, on the server's clock: a burst, then a
@@ -399,4 +477,53 @@ async fn a_reply_is_the_decision_in_microseconds() {
     assert!(!denied.is_allowed());
     assert_eq!(denied.retry_after(), Duration::from_millis(250));
     assert_eq!(server.stored(&limiter.key("k")), now + 750_000);
+}
+
+/// On a Redis Cluster of three masters: each key is decided on the node that serves its slot; a
+/// batch over keys of many slots is one script per slot; and a slot migrated to another node in
+/// the middle of a run (the client's map of slots now out of date, corrected by a `MOVED`
+/// reply) keeps its keys' states, so that each key still admits exactly its burst.
+#[tokio::test]
+async fn a_cluster_routes_keys_to_their_slots_and_follows_a_migration() {
+    let cluster = Cluster::start();
+    let limiter = RedisKeyedRateLimiter::gcra(
+        cluster.connection().await,
+        "rl:",
+        Quota::per_hour(5).unwrap(),
+    )
+    .unwrap();
+    let keys: Vec<String> = (0..50).map(|k| format!("k{k}")).collect();
+    for key in &keys {
+        limiter.check_key(key).await.unwrap();
+    }
+    // Every node holds some of the keys: they spread over the slots.
+    let held: Vec<i64> = cluster
+        .nodes
+        .iter()
+        .map(|node| match node.command(&["DBSIZE"]) {
+            redis::Value::Int(n) => n,
+            other => panic!("DBSIZE: {other:?}"),
+        })
+        .collect();
+    assert_eq!(held.iter().sum::<i64>(), 50);
+    assert!(held.iter().all(|&n| n > 0), "{held:?}");
+    let batch = limiter
+        .decide_keys(keys.iter().map(|key| (key, 1)))
+        .await
+        .unwrap();
+    assert!(batch
+        .iter()
+        .all(|d| d.is_ok_and(|d| d.is_allowed() && d.remaining() == 3)));
+
+    let slot = match cluster.nodes[0].command(&["CLUSTER", "KEYSLOT", "rl:k0"]) {
+        redis::Value::Int(slot) => slot as u16,
+        other => panic!("KEYSLOT: {other:?}"),
+    };
+    let (from, to) = cluster.migrate(slot);
+    assert_ne!(from, to);
+    let decision = limiter.decide_key("k0", 3).await.unwrap();
+    assert_eq!((decision.is_allowed(), decision.remaining()), (true, 0));
+    assert!(limiter.check_key("k0").await.is_err());
+    let stats = limiter.stats();
+    assert_eq!((stats.decisions, stats.unavailable), (102, 0));
 }

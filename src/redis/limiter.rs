@@ -8,13 +8,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager};
-use ::redis::{ErrorKind, RedisError};
+use ::redis::cluster_routing::Slot;
+use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
 use super::gcra::{in_microseconds, RedisGcra, SCRIPT};
 use super::Error;
 use crate::clock::Nanos;
-use crate::decision::{Decision, InsufficientCapacity};
+use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
 use crate::quota::Quota;
 
@@ -51,39 +52,131 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         mode: Mode,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
+        InsufficientCapacity::check(cost, self.shared.gcra.burst())?;
+        let mut decisions = self.run(&[key], &[cost], mode, now).await?;
+        decisions
+            .pop()
+            .ok_or_else(|| Error::Reply("no decision".into()))
+    }
+
+    /// The requests `(key, cost)` of a batch, in one round trip on one Redis; on a Redis Cluster,
+    /// one per slot that the keys fall in, all at once. A cost above the burst is refused
+    /// without asking Redis.
+    async fn call_many<K: AsRef<[u8]>>(
+        &self,
+        requests: impl IntoIterator<Item = (K, u64)>,
+        mode: Mode,
+        now: Option<u64>,
+    ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
+        let burst = self.shared.gcra.burst();
+        let mut answers = Vec::new();
+        let (mut keys, mut costs, mut asked) = (Vec::new(), Vec::new(), Vec::new());
+        for (key, cost) in requests {
+            match InsufficientCapacity::check(cost, burst) {
+                Ok(()) => {
+                    asked.push(answers.len());
+                    keys.push(key);
+                    costs.push(cost);
+                    answers.push(Ok(Decision::new(false, 0, Nanos::ZERO, Nanos::ZERO, 0)));
+                }
+                Err(err) => answers.push(Err(err)),
+            }
+        }
+        let keys: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        let decisions = match self.run(&keys, &costs, mode, now).await {
+            Err(Error::Redis(err))
+                if err.kind() == ErrorKind::Server(ServerErrorKind::CrossSlot) =>
+            {
+                self.run_per_slot(&keys, &costs, mode, now).await?
+            }
+            other => other?,
+        };
+        for (i, decision) in asked.into_iter().zip(decisions) {
+            answers[i] = Ok(decision);
+        }
+        Ok(answers)
+    }
+
+    /// [`run`](Remote::run) for keys that span slots of a Redis Cluster, which one script cannot
+    /// reach: one script per slot, all at once. A key's requests stay in their order, since a
+    /// key has one slot.
+    async fn run_per_slot(
+        &self,
+        keys: &[&[u8]],
+        costs: &[u64],
+        mode: Mode,
+        now: Option<u64>,
+    ) -> Result<Vec<Decision>, Error> {
+        let mut slots: Vec<(Slot, Vec<usize>)> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let slot = Slot::for_key(key);
+            match slots.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, members)) => members.push(i),
+                None => slots.push((slot, vec![i])),
+            }
+        }
+        let runs = slots.iter().map(|(_, members)| {
+            let keys: Vec<&[u8]> = members.iter().map(|&i| keys[i]).collect();
+            let costs: Vec<u64> = members.iter().map(|&i| costs[i]).collect();
+            async move { self.run(&keys, &costs, mode, now).await }
+        });
+        let mut decisions = vec![Decision::new(false, 0, Nanos::ZERO, Nanos::ZERO, 0); keys.len()];
+        for ((_, members), run) in slots.iter().zip(futures_util::future::join_all(runs).await) {
+            for (&i, decision) in members.iter().zip(run?) {
+                decisions[i] = decision;
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// The script on `keys` with `costs` (each at most the burst), in one round trip. If Redis
+    /// cannot be asked, or does not reply within the timeout, the fallback decides each.
+    async fn run(
+        &self,
+        keys: &[&[u8]],
+        costs: &[u64],
+        mode: Mode,
+        now: Option<u64>,
+    ) -> Result<Vec<Decision>, Error> {
         let shared = &*self.shared;
-        InsufficientCapacity::check(cost, shared.gcra.burst())?;
         let [interval, tolerance, burst] = shared.gcra.args();
-        let mut invocation = SCRIPT.key(key);
+        let mut invocation = SCRIPT.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
         invocation
             .arg(interval)
             .arg(tolerance)
             .arg(burst)
-            .arg(cost)
-            .arg(mode as u8);
-        if let Some(now) = now {
-            invocation.arg(now);
+            .arg(mode as u8)
+            .arg(now.map_or(String::new(), |now| now.to_string()));
+        for cost in costs {
+            invocation.arg(*cost);
         }
         let mut conn = self.conn.clone();
         let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
         let counters = &shared.counters;
         let failure = match tokio::time::timeout(shared.timeout, round_trip).await {
             Ok(Ok(reply)) => {
-                counters.decisions.fetch_add(1, Relaxed);
-                return decision_from(&reply);
+                counters.decisions.fetch_add(keys.len() as u64, Relaxed);
+                return decisions_from(&reply, keys.len());
             }
             Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
             Ok(Err(_)) => &counters.unavailable,
             Err(_elapsed) => {
-                counters.unavailable.fetch_add(1, Relaxed);
+                counters.unavailable.fetch_add(keys.len() as u64, Relaxed);
                 &counters.timeouts
             }
         };
-        failure.fetch_add(1, Relaxed);
-        Ok(match mode {
-            Mode::Decide => shared.fallback.decide(key, cost, burst),
-            Mode::Peek => shared.fallback.peek(key, cost, burst),
-        })
+        failure.fetch_add(keys.len() as u64, Relaxed);
+        Ok(keys
+            .iter()
+            .zip(costs)
+            .map(|(key, &cost)| match mode {
+                Mode::Decide => shared.fallback.decide(key, cost, burst),
+                Mode::Peek => shared.fallback.peek(key, cost, burst),
+            })
+            .collect())
     }
 
     fn stats(&self) -> RedisStats {
@@ -102,26 +195,30 @@ fn unavailable(err: &RedisError) -> bool {
         || err.kind() == ErrorKind::ClusterConnectionNotFound
 }
 
-/// The script's reply, `{allowed, remaining, retry_after, reset_after, burst}` with its times in
-/// microseconds, as a [`Decision`].
-fn decision_from(reply: &[i64]) -> Result<Decision, Error> {
-    let field = |i: usize| {
-        reply
-            .get(i)
-            .and_then(|&n| u64::try_from(n).ok())
-            .ok_or_else(|| Error::Reply(format!("{reply:?}")))
-    };
-    if reply.len() != 5 || field(0)? > 1 {
-        return Err(Error::Reply(format!("{reply:?}")));
+/// The script's reply for `keys` keys, `{allowed, remaining, retry_after, reset_after, burst}`
+/// for each, with its times in microseconds, as [`Decision`]s.
+fn decisions_from(reply: &[i64], keys: usize) -> Result<Vec<Decision>, Error> {
+    let unexpected = || Error::Reply(format!("{reply:?}"));
+    if reply.len() != 5 * keys {
+        return Err(unexpected());
     }
-    let decision = Decision::new(
-        field(0)? == 1,
-        field(1)?,
-        Nanos::from_nanos(field(2)?),
-        Nanos::from_nanos(field(3)?),
-        field(4)?,
-    );
-    Ok(in_microseconds(decision))
+    reply
+        .chunks(5)
+        .map(|fields| {
+            let field = |i: usize| u64::try_from(fields[i]).map_err(|_| unexpected());
+            if field(0)? > 1 {
+                return Err(unexpected());
+            }
+            let decision = Decision::new(
+                field(0)? == 1,
+                field(1)?,
+                Nanos::from_nanos(field(2)?),
+                Nanos::from_nanos(field(3)?),
+                field(4)?,
+            );
+            Ok(in_microseconds(decision))
+        })
+        .collect()
 }
 
 /// Configures a Redis limiter: the time a decision waits for Redis, and what decides when Redis
@@ -338,6 +435,60 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         self.remote.call(&key, cost, Mode::Peek, None).await
     }
 
+    /// Decides a request of its cost for each `(key, cost)` of `requests`, in order, in one
+    /// round trip: one script over all the keys, at one reading of the server's clock, as
+    /// [`KeyedRateLimiter::decide_keys`](crate::KeyedRateLimiter::decide_keys) does locally. A
+    /// key asked twice is decided twice, the second time on the state the first left. On a
+    /// Redis Cluster, keys in different slots cannot share a script: the batch is then one
+    /// script per slot, all sent at once (give related keys one `{hash tag}` to keep a batch in
+    /// one round trip).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] if Redis refused the script (a key that holds something else fails the
+    /// whole batch). A cost above the burst is that request's [`InsufficientCapacity`], and it
+    /// is not sent.
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let decisions = limiter.decide_keys([("alice", 1), ("bob", 5), ("alice", 1)]).await?;
+    /// for decision in decisions {
+    ///     let allowed = decision.is_ok_and(|d| d.is_allowed());
+    /// #   let _ = allowed;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn decide_keys<K: AsRef<[u8]>>(
+        &self,
+        requests: impl IntoIterator<Item = (K, u64)>,
+    ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
+        let requests = requests
+            .into_iter()
+            .map(|(key, cost)| (self.key(key), cost));
+        self.remote.call_many(requests, Mode::Decide, None).await
+    }
+
+    /// Admits one request for each of `keys`, in order, in one round trip: the answers
+    /// [`check_key`](Self::check_key) would give (see [`decide_keys`](Self::decide_keys)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`decide_keys`](Self::decide_keys).
+    pub async fn check_keys<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Result<(), Denied>>, Error> {
+        let decisions = self
+            .decide_keys(keys.into_iter().map(|key| (key, 1)))
+            .await?;
+        Ok(decisions
+            .into_iter()
+            // A cost of 1 always fits a burst, which is at least 1.
+            .map(|decision| decision.map_or(Ok(()), Decision::into_check))
+            .collect())
+    }
+
     /// [`decide_key`](Self::decide_key) at the time `now`, in microseconds since the Unix epoch,
     /// instead of the server's: for tests that replay the script against [`RedisGcra::decide`].
     /// The key is stored without an expiry, since only the server's own time can set one.
@@ -355,6 +506,26 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     ) -> Result<Decision, Error> {
         let key = self.key(key.as_ref());
         self.remote.call(&key, cost, Mode::Decide, Some(now)).await
+    }
+
+    /// [`decide_keys`](Self::decide_keys) at the time `now`: see
+    /// [`decide_key_at`](Self::decide_key_at).
+    ///
+    /// # Errors
+    ///
+    /// As for [`decide_key_at`](Self::decide_key_at).
+    #[cfg(feature = "reference")]
+    pub async fn decide_keys_at<K: AsRef<[u8]>>(
+        &self,
+        requests: impl IntoIterator<Item = (K, u64)>,
+        now: u64,
+    ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
+        let requests = requests
+            .into_iter()
+            .map(|(key, cost)| (self.key(key), cost));
+        self.remote
+            .call_many(requests, Mode::Decide, Some(now))
+            .await
     }
 
     /// [`peek_key_n`](Self::peek_key_n) at the time `now`: see

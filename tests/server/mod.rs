@@ -31,7 +31,11 @@ impl Server {
 
     /// A server with these arguments besides its port, address and directory.
     pub fn with_args(args: &[&str]) -> Server {
-        let port = free_port();
+        Server::on_port(free_port(), args)
+    }
+
+    /// A server on `port`, with these arguments besides its port, address and directory.
+    pub fn on_port(port: u16, args: &[&str]) -> Server {
         let dir =
             std::env::temp_dir().join(format!("tollgate-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
@@ -88,6 +92,11 @@ impl Server {
         }
     }
 
+    fn cluster_info(&self) -> String {
+        self.try_command(&["CLUSTER", "INFO"])
+            .map_or(String::new(), |v| text(&v))
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -116,6 +125,21 @@ impl Server {
 
     pub fn command(&self, args: &[&str]) -> redis::Value {
         self.try_command(args).expect("the command")
+    }
+
+    /// How many times the server has run the command `name` (lower case), from `INFO`.
+    pub fn command_count(&self, name: &str) -> u64 {
+        let info = match self.command(&["INFO", "commandstats"]) {
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text,
+            other => panic!("INFO: {other:?}"),
+        };
+        let prefix = format!("cmdstat_{name}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|calls| calls.parse().ok())
+            .unwrap_or(0)
     }
 
     /// The GCRA state stored under `key`, 0 when there is none.
@@ -152,4 +176,144 @@ impl Drop for Server {
 fn free_port() -> u16 {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a free port");
     listener.local_addr().expect("its address").port()
+}
+
+/// A port that was free a moment ago, and whose cluster bus port (10 000 above it) was too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port < 55_000 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A Redis Cluster of three masters on loopback, each a [`Server`], made one cluster by
+/// `redis-cli --cluster create`.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                let port = free_cluster_port();
+                Server::on_port(
+                    port,
+                    &[
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "5000",
+                    ],
+                )
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap_or_else(|err| match err.kind() {
+                ErrorKind::NotFound => panic!("redis-cli is not installed: {INSTALL}"),
+                _ => panic!("redis-cli could not start: {err}"),
+            });
+        assert!(created.success(), "redis-cli --cluster create failed");
+        let cluster = Cluster { nodes };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cluster
+            .nodes
+            .iter()
+            .all(|n| n.cluster_info().contains("cluster_state:ok"))
+        {
+            assert!(Instant::now() < deadline, "the cluster did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Server::url).collect()
+    }
+
+    pub async fn connection(&self) -> redis::cluster_async::ClusterConnection {
+        let client = redis::cluster::ClusterClient::new(self.urls()).expect("a cluster client");
+        client
+            .get_async_connection()
+            .await
+            .expect("a cluster connection")
+    }
+
+    /// The node that serves `slot`, and its node id, from `CLUSTER NODES`.
+    fn owner(&self, slot: u16) -> (usize, String) {
+        let nodes = text(&self.nodes[0].command(&["CLUSTER", "NODES"]));
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let serves = fields[8..].iter().any(|range| match range.split_once('-') {
+                Some((a, b)) => {
+                    (a.parse().unwrap_or(u16::MAX)..=b.parse().unwrap_or(0)).contains(&slot)
+                }
+                None => range.parse() == Ok(slot),
+            });
+            if serves {
+                let port: u16 = fields[1].split([':', '@']).nth(1).unwrap().parse().unwrap();
+                let index = self.nodes.iter().position(|n| n.port == port).unwrap();
+                return (index, fields[0].to_string());
+            }
+        }
+        panic!("no node serves slot {slot}")
+    }
+
+    fn id(&self, node: usize) -> String {
+        text(&self.nodes[node].command(&["CLUSTER", "MYID"]))
+    }
+
+    /// Moves `slot`, with its keys, from the node that serves it to the next node: the steps of
+    /// a slot migration, after which a client's map of slots is out of date until a `MOVED`
+    /// reply corrects it. Returns the two nodes.
+    pub fn migrate(&self, slot: u16) -> (usize, usize) {
+        let (from, from_id) = self.owner(slot);
+        let to = (from + 1) % self.nodes.len();
+        let to_id = self.id(to);
+        let s = slot.to_string();
+        self.nodes[to].command(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
+        self.nodes[from].command(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+        let keys = match self.nodes[from].command(&["CLUSTER", "GETKEYSINSLOT", &s, "1000"]) {
+            redis::Value::Array(keys) => keys.iter().map(text).collect::<Vec<_>>(),
+            other => panic!("GETKEYSINSLOT: {other:?}"),
+        };
+        if !keys.is_empty() {
+            let port = self.nodes[to].port.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().map(String::as_str));
+            self.nodes[from].command(&args);
+        }
+        for node in &self.nodes {
+            node.command(&["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+        }
+        (from, to)
+    }
+}
+
+/// A reply's text.
+fn text(value: &redis::Value) -> String {
+    match value {
+        redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        redis::Value::SimpleString(text) => text.clone(),
+        redis::Value::VerbatimString { text, .. } => text.clone(),
+        other => panic!("not text: {other:?}"),
+    }
 }
