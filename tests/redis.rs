@@ -216,7 +216,7 @@ async fn check_keys_answers_as_check_key() {
     let server = Server::start();
     let limiter = server.limiter(Quota::per_hour(2).unwrap()).await;
     // The first call loads the script; count the round trips after it.
-    limiter.peek_key_n("k0", 1).await.unwrap();
+    let _ = limiter.peek_key_n("k0", 1).await.unwrap();
     server.command(&["CONFIG", "RESETSTAT"]);
     let keys: Vec<String> = (0..64).map(|i| format!("k{}", i % 32)).collect();
     let answers = limiter.check_keys(&keys).await.unwrap();
