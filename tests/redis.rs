@@ -1,9 +1,10 @@
 //! The Redis limiters against a real `redis-server`, which each test starts on a free loopback
 //! port in a temporary directory and stops by its process id.
 //!
-//! The script is replayed against [`RedisGcra::decide`], the crate's own GCRA in microseconds:
-//! random quotas, costs and times (forwards and backwards, up to the end of the exact range),
-//! the same decision and the same stored state after every step.
+//! The scripts are replayed against the crate's own transitions in the scripts' units
+//! ([`RedisGcra::decide`], [`RedisSlidingWindow::decide`], [`RedisFixedWindow::decide`]): random
+//! quotas, costs and times (forwards and backwards, up to the end of the exact range), the same
+//! decision and the same stored state after every step.
 
 mod server;
 
@@ -13,7 +14,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use server::{Cluster, Server};
-use tollgate::redis::{Error, Fallback, RedisGcra, RedisKeyedRateLimiter, RedisRateLimiter};
+use tollgate::redis::{
+    Error, Fallback, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisKeyedRateLimiter,
+    RedisRateLimiter, RedisSlidingWindow,
+};
 use tollgate::{BuildError, Decision, Quota};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -30,7 +34,7 @@ fn fresh_key() -> String {
 }
 
 /// A time in microseconds since the Unix epoch: the start of a replay. Around now, or near the
-/// end of the range the script computes exactly in (2^52 µs), less the quota's tolerance and the
+/// end of the range the scripts compute exactly in (2^52 µs), less the quota's tolerance and the
 /// replay's steps.
 fn start_time() -> impl Strategy<Value = u64> {
     prop_oneof![
@@ -40,9 +44,9 @@ fn start_time() -> impl Strategy<Value = u64> {
     ]
 }
 
-/// A quota: any limit, period and burst whose tolerance a Redis limiter takes, the longest
-/// (up to 2^52 µs, 142 years) included.
-fn quota() -> impl Strategy<Value = Quota> {
+/// GCRA for any limit, period and burst whose tolerance a Redis limiter takes, the longest (up
+/// to 2^52 µs, 142 years) included.
+fn gcra() -> impl Strategy<Value = RedisAlgorithm> {
     let period = prop_oneof![
         Just(Duration::from_micros(1)),
         (1u64..2_000_000).prop_map(Duration::from_micros),
@@ -58,43 +62,130 @@ fn quota() -> impl Strategy<Value = Quota> {
         "representable",
         |(limit, period, burst)| {
             let quota = Quota::new(limit, period).ok()?.with_burst(burst).ok()?;
-            RedisGcra::new(&quota).ok().map(|_| quota)
+            RedisGcra::new(&quota).ok().map(RedisAlgorithm::from)
         },
     )
 }
 
-/// A step: the time moved (forwards mostly, by up to a few intervals; sometimes backwards), the
-/// cost (0 and past the burst included), and whether it is a peek.
-fn steps() -> impl Strategy<Value = Vec<(i64, u64, bool)>> {
-    prop::collection::vec((-200i64..1_000, 0u64..6, prop::bool::weighted(0.2)), 1..40)
+/// A window counter (sliding or fixed) for any limit and window a Redis limiter takes: windows
+/// from a fraction of a millisecond (rounded up to one) to days, limits up to the largest,
+/// `2^52 / window`.
+fn window() -> impl Strategy<Value = RedisAlgorithm> {
+    let period = prop_oneof![
+        (1u64..5_000_000).prop_map(Duration::from_micros),
+        (1u64..200_000).prop_map(Duration::from_secs),
+    ];
+    let limit = prop_oneof![3 => 1u64..20, 2 => 1u64..5_000, 1 => Just(u64::MAX)];
+    (prop::bool::ANY, limit, period).prop_filter_map("representable", |(sliding, limit, period)| {
+        let millis = period.as_nanos().div_ceil(1_000_000) as u64;
+        // The largest limit for the window, or one just below it.
+        let limit = limit.min((1 << 52) / millis);
+        let quota = Quota::new(limit, period).ok()?;
+        if sliding {
+            RedisSlidingWindow::new(&quota)
+                .ok()
+                .map(RedisAlgorithm::from)
+        } else {
+            RedisFixedWindow::new(&quota).ok().map(RedisAlgorithm::from)
+        }
+    })
 }
 
-/// The script and `RedisGcra::decide` decide alike and store alike, step after step.
+/// The crate's transition in the script's units: the decision, and the fields of the state
+/// (GCRA's TAT; a window's index and counts), from and to `state`.
+fn decide(algorithm: &RedisAlgorithm, state: &[u64], now: u64, cost: u64) -> (Decision, Vec<u64>) {
+    match algorithm {
+        RedisAlgorithm::Gcra(gcra) => {
+            let (decision, tat) = gcra.decide(state[0], now, cost);
+            (decision, vec![tat])
+        }
+        RedisAlgorithm::SlidingWindow(window) => {
+            let (decision, fields) = window.decide([state[0], state[1], state[2]], now, cost);
+            (decision, fields.to_vec())
+        }
+        RedisAlgorithm::FixedWindow(window) => {
+            let (decision, fields) = window.decide([state[0], state[1]], now, cost);
+            (decision, fields.to_vec())
+        }
+        other => unreachable!("{other:?}"),
+    }
+}
+
+/// The fresh state of `algorithm`'s keys: all fields 0.
+fn fresh(algorithm: &RedisAlgorithm) -> Vec<u64> {
+    match algorithm {
+        RedisAlgorithm::Gcra(_) => vec![0],
+        RedisAlgorithm::SlidingWindow(_) => vec![0; 3],
+        _ => vec![0; 2],
+    }
+}
+
+/// The value a script stores for `state`: its fields joined by `:`, nothing for a fresh one
+/// (every admission of a cost above 0 leaves a state that is not all 0).
+fn stored(state: &[u64]) -> Option<String> {
+    let fields: Vec<String> = state.iter().map(u64::to_string).collect();
+    state.iter().any(|&f| f > 0).then(|| fields.join(":"))
+}
+
+/// The time a replay's steps are counted in: a third of the interval (GCRA) or of the window,
+/// so that keys fill up, go idle, and windows roll over.
+fn step_unit(algorithm: &RedisAlgorithm) -> i64 {
+    let span = match algorithm {
+        RedisAlgorithm::Gcra(gcra) => gcra.emission_interval(),
+        RedisAlgorithm::SlidingWindow(window) => window.window(),
+        RedisAlgorithm::FixedWindow(window) => window.window(),
+        other => unreachable!("{other:?}"),
+    };
+    span.as_micros() as i64 / 3 + 1
+}
+
+/// A step: the time moved (forwards mostly, by up to a few units; sometimes backwards), the
+/// cost (0, the capacity and past it included), and whether it is a peek.
+fn steps() -> impl Strategy<Value = Vec<(i64, u64, bool)>> {
+    prop::collection::vec((-200i64..1_000, 0u64..7, prop::bool::weighted(0.2)), 1..40)
+}
+
+/// The scripts and the crate's transitions decide alike and store alike, step after step.
 #[test]
-fn the_script_is_the_rust_transition() {
+fn the_scripts_are_the_rust_transitions() {
     let server = Server::start();
     let rt = runtime();
     let config = ProptestConfig {
-        cases: 200,
+        cases: 400,
         ..ProptestConfig::default()
     };
     let mut runner = proptest::test_runner::TestRunner::new(config);
-    let cases = (quota(), start_time(), steps());
-    // What the cases reached: denials, peeks, times past 2^51 µs, tolerances past 2^50 µs.
-    let (denials, peeks, late, long) = (Cell::new(0), Cell::new(0), Cell::new(0), Cell::new(0));
-    let result = runner.run(&cases, |(quota, start, steps)| {
-        let limiter = rt.block_on(server.limiter(quota));
-        let gcra = *limiter.algorithm();
-        long.set(long.get() + u32::from(gcra.tolerance() > Duration::from_micros(1 << 50)));
+    let algorithm = prop_oneof![gcra(), window()];
+    let cases = (algorithm, start_time(), steps());
+    // What the cases reached, for each of GCRA, the sliding window and the fixed window:
+    // denials, peeks, times past 2^51 µs, and the largest quotas (a tolerance past 2^50 µs, or
+    // a limit × window past 2^51 ms).
+    let reached: [[Cell<u32>; 4]; 3] = Default::default();
+    let result = runner.run(&cases, |(algorithm, start, steps)| {
+        let limiter = rt.block_on(server.limiter_of("rl:", algorithm));
+        let (kind, large) = match algorithm {
+            RedisAlgorithm::Gcra(gcra) => (0, gcra.tolerance() > Duration::from_micros(1 << 50)),
+            RedisAlgorithm::SlidingWindow(w) => {
+                (1, w.limit() * w.window().as_millis() as u64 > 1 << 51)
+            }
+            RedisAlgorithm::FixedWindow(w) => {
+                (2, w.limit() * w.window().as_millis() as u64 > 1 << 51)
+            }
+            other => unreachable!("{other:?}"),
+        };
+        let count =
+            |i: usize, yes: bool| reached[kind][i].set(reached[kind][i].get() + u32::from(yes));
+        count(3, large);
         let key = fresh_key();
-        // Steps scale with the quota's interval, so that keys go idle and fill up again.
-        let unit = gcra.emission_interval().as_micros() as i64 / 3 + 1;
-        let (mut now, mut state) = (start, 0u64);
+        let capacity = algorithm.capacity();
+        let unit = step_unit(&algorithm);
+        let (mut now, mut state) = (start, fresh(&algorithm));
         for (i, &(step, cost, peek)) in steps.iter().enumerate() {
             now = now.saturating_add_signed(step * unit).min((1 << 52) - 1);
             let cost = match cost {
-                5 => gcra.burst() + 1,
-                4 => gcra.burst(),
+                6 => capacity + 1,
+                5 => capacity,
+                4 => capacity / 2 + 1,
                 c => c,
             };
             let got = if peek {
@@ -102,7 +193,7 @@ fn the_script_is_the_rust_transition() {
             } else {
                 rt.block_on(limiter.decide_key_at(&key, cost, now))
             };
-            if cost > gcra.burst() {
+            if cost > capacity {
                 prop_assert!(
                     matches!(got, Err(Error::InsufficientCapacity(_))),
                     "step {}: {:?}",
@@ -112,12 +203,12 @@ fn the_script_is_the_rust_transition() {
                 continue;
             }
             let got = got.unwrap();
-            let (want, next) = gcra.decide(state, now, cost);
-            denials.set(denials.get() + u32::from(!want.is_allowed()));
-            peeks.set(peeks.get() + u32::from(peek));
-            late.set(late.get() + u32::from(now > 1 << 51));
+            let (want, next) = decide(&algorithm, &state, now, cost);
+            count(0, !want.is_allowed());
+            count(1, peek);
+            count(2, now > 1 << 51);
             if peek {
-                let (fresh, _) = gcra.decide(state, now, 0);
+                let (fresh, _) = decide(&algorithm, &state, now, 0);
                 let fields = |d: Decision| (d.remaining(), d.reset_after(), d.limit());
                 prop_assert_eq!(
                     (got.is_allowed(), got.retry_after()),
@@ -132,7 +223,7 @@ fn the_script_is_the_rust_transition() {
                 prop_assert_eq!(
                     got,
                     want,
-                    "step {}: cost {} at {} on {}",
+                    "step {}: cost {} at {} on {:?}",
                     i,
                     cost,
                     now,
@@ -140,48 +231,53 @@ fn the_script_is_the_rust_transition() {
                 );
                 state = next;
             }
-            prop_assert_eq!(server.stored(&limiter.key(&key)), state, "step {}", i);
+            prop_assert_eq!(
+                server.stored(&limiter.key(&key)),
+                stored(&state),
+                "step {}",
+                i
+            );
         }
         Ok(())
     });
     if let Err(failure) = result {
         panic!("{failure}");
     }
-    let reached = [denials.get(), peeks.get(), late.get(), long.get()];
-    assert!(reached.iter().all(|&n| n > 0), "{reached:?}");
+    let reached = reached.map(|counts| counts.map(Cell::into_inner));
+    assert!(reached.iter().flatten().all(|&n| n > 0), "{reached:?}");
 }
 
 /// A batch decides as its requests one at a time, in order, at one time: random batches of
-/// keys (repeats included) and costs (0 and past the burst included), against the same requests
-/// on single calls under another prefix, decision for decision and state for state.
+/// keys (repeats included) and costs (0 and past the capacity included), against the same
+/// requests on single calls under another prefix, decision for decision and state for state.
 #[test]
 fn a_batch_decides_as_its_requests_one_at_a_time() {
     let server = Server::start();
     let rt = runtime();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 64,
+        cases: 96,
         ..ProptestConfig::default()
     });
     let batches = prop::collection::vec(
         (0u64..1_000, prop::collection::vec((0u8..6, 0u64..5), 0..40)),
         1..8,
     );
-    let result = runner.run(&(quota(), batches), |(quota, batches)| {
-        let batched = rt.block_on(server.limiter(quota));
-        let conn = rt.block_on(server.connection());
-        let single = RedisKeyedRateLimiter::gcra(conn, "single:", quota).unwrap();
-        let burst = batched.algorithm().burst();
+    let algorithm = prop_oneof![gcra(), window()];
+    let result = runner.run(&(algorithm, batches), |(algorithm, batches)| {
+        let batched = rt.block_on(server.limiter_of("rl:", algorithm));
+        let single = rt.block_on(server.limiter_of("single:", algorithm));
+        let capacity = algorithm.capacity();
+        let unit = step_unit(&algorithm) as u64;
         let round = fresh_key();
         let mut now: u64 = 1_800_000_000_000_000;
         for (step, requests) in batches {
-            let interval = batched.algorithm().emission_interval().as_micros() as u64;
-            now = now.saturating_add(step * interval).min((1 << 52) - 1);
+            now = now.saturating_add(step * unit).min((1 << 52) - 1);
             let requests: Vec<(String, u64)> = requests
                 .into_iter()
                 .map(|(key, cost)| {
                     (
                         format!("{round}-{key}"),
-                        if cost == 4 { burst + 1 } else { cost },
+                        if cost == 4 { capacity + 1 } else { cost },
                     )
                 })
                 .collect();
@@ -317,17 +413,94 @@ async fn a_flushed_script_is_loaded_again() {
 }
 
 /// A key that holds something other than a state of this limiter is an error, not a panic and
-/// not a silent fresh start.
+/// not a silent fresh start: garbage, negative or fractional numbers, fields past their range
+/// (a count above the limit, a time past 2^53), another algorithm's state.
 #[tokio::test]
 async fn a_foreign_value_is_an_error() {
     let server = Server::start();
-    let limiter = server.limiter(Quota::per_second(5).unwrap()).await;
-    for value in ["garbage", "-5", "1.5", "1e300"] {
-        server.command(&["SET", "rl:k", value]);
-        let err = limiter.decide_key("k", 1).await.unwrap_err();
-        assert!(matches!(err, Error::Redis(_)), "{value}: {err:?}");
-        assert!(err.to_string().contains("is not a GCRA state"), "{err}");
+    let quota = Quota::per_second(5).unwrap();
+    let conn = server.connection().await;
+    let limiters = [
+        (
+            RedisKeyedRateLimiter::gcra(conn.clone(), "gcra:", quota).unwrap(),
+            "GCRA",
+            &["garbage", "-5", "1.5", "1e300", "9007199254740992", "1:2"][..],
+        ),
+        (
+            RedisKeyedRateLimiter::sliding_window(conn.clone(), "sw:", quota).unwrap(),
+            "sliding-window",
+            &[
+                "garbage",
+                "1:2",
+                "1:2:6",
+                "1:6:0",
+                "-1:0:0",
+                "1:0:0:0",
+                "4503599627370:0:1",
+            ][..],
+        ),
+        (
+            RedisKeyedRateLimiter::fixed_window(conn, "fw:", quota).unwrap(),
+            "fixed-window",
+            &["garbage", "17", "1:6", "1:2:3", "1.5:1", "4503599627370:1"][..],
+        ),
+    ];
+    for (limiter, name, values) in limiters {
+        for value in values {
+            server.command(&["SET", &String::from_utf8_lossy(&limiter.key("k")), value]);
+            let err = limiter.decide_key("k", 1).await.unwrap_err();
+            assert!(matches!(err, Error::Redis(_)), "{value}: {err:?}");
+            assert!(
+                err.to_string().contains(&format!("is not a {name} state")),
+                "{err}"
+            );
+        }
     }
+}
+
+/// The window counters on the server's clock: a window's limit, then a denial whose wait ends
+/// with the window; the key expires when nothing in it weighs any more.
+#[tokio::test]
+async fn windows_on_the_server_clock() {
+    let server = Server::start();
+    let conn = server.connection().await;
+    let quota = Quota::per_hour(3).unwrap();
+    let sliding = RedisKeyedRateLimiter::sliding_window(conn.clone(), "sw:", quota).unwrap();
+    let fixed = RedisKeyedRateLimiter::fixed_window(conn, "fw:", quota).unwrap();
+    for limiter in [&sliding, &fixed] {
+        let first = limiter.decide_key("k", 2).await.unwrap();
+        assert_eq!(
+            (first.is_allowed(), first.remaining(), first.limit()),
+            (true, 1, 3)
+        );
+        limiter.check_key("k").await.unwrap();
+        let denied = limiter.decide_key("k", 1).await.unwrap();
+        assert!(!denied.is_allowed());
+        // The wait ends within this hour's window (fixed), or the next (sliding).
+        assert!(denied.retry_after() > Duration::ZERO);
+        assert!(denied.retry_after() <= Duration::from_secs(2 * 3600));
+        // The key lives as long as its counts weigh: its TTL is the reset time, in milliseconds.
+        let ttl = server.pttl(&limiter.key("k"));
+        let reset = denied.reset_after().as_millis() as i64;
+        assert!(
+            (reset - 50..=reset).contains(&ttl),
+            "ttl {ttl} ms, reset {reset} ms"
+        );
+        assert!(matches!(
+            limiter.decide_key("k", 4).await,
+            Err(Error::InsufficientCapacity(e)) if (e.cost(), e.capacity()) == (4, 3)
+        ));
+    }
+    // A window of 50 ms: the key is gone once the next window has passed, and fresh again.
+    let short = Quota::new(1, Duration::from_millis(50)).unwrap();
+    let limiter = server
+        .limiter_of("short:", RedisSlidingWindow::new(&short).unwrap())
+        .await;
+    limiter.check_key("k").await.unwrap();
+    assert!(limiter.check_key("k").await.is_err());
+    tokio::time::sleep(Duration::from_millis(110)).await;
+    assert_eq!(server.pttl(&limiter.key("k")), -2, "gone");
+    assert!(limiter.check_key("k").await.is_ok());
 }
 
 /// While Redis is down, the fallback decides, each such decision counted; a
@@ -342,7 +515,8 @@ async fn the_fallback_decides_while_redis_is_down() {
     // What each policy admits of five requests while Redis is down.
     for (fallback, admitted_while_down) in [(Fallback::Deny, 0), (Fallback::Allow, 5), (local, 2)] {
         let mut server = Server::start();
-        let limiter = RedisKeyedRateLimiter::builder(server.connection().await, "rl:", quota)
+        let gcra = RedisGcra::new(&quota).unwrap();
+        let limiter = RedisKeyedRateLimiter::builder(server.connection().await, "rl:", gcra)
             .fallback(fallback)
             .build()
             .unwrap();
@@ -377,7 +551,7 @@ async fn a_slow_redis_times_out() {
     let limiter = RedisKeyedRateLimiter::builder(
         server.connection().await,
         "rl:",
-        Quota::per_second(5).unwrap(),
+        RedisGcra::new(&Quota::per_second(5).unwrap()).unwrap(),
     )
     .timeout(Duration::from_millis(50))
     .fallback(Fallback::Allow)
@@ -454,6 +628,33 @@ fn too_long_a_tolerance_is_a_build_error() {
     );
 }
 
+/// Window quotas whose `limit × window` the script cannot count exactly (past 2^52 ms) are
+/// refused when the limiter is built, naming the largest limit that fits; windows are counted in
+/// whole milliseconds, rounded up.
+#[test]
+fn too_large_a_window_limit_is_a_build_error() {
+    // A day is 86 400 000 ms: at most 2^52 / 86 400 000 = 52 124 995 per day.
+    let fits = Quota::per_day(52_124_995).unwrap();
+    let over = Quota::per_day(52_124_996).unwrap();
+    assert!(RedisSlidingWindow::new(&fits).is_ok());
+    assert!(RedisFixedWindow::new(&fits).is_ok());
+    let err = RedisSlidingWindow::new(&over).unwrap_err();
+    assert_eq!(
+        err,
+        BuildError::Quota(tollgate::QuotaError::WindowLimitTooLarge {
+            algorithm: "sliding-window counter on Redis",
+            limit: 52_124_996,
+            period: Duration::from_secs(86_400),
+            max_limit: 52_124_995,
+        })
+    );
+    assert!(RedisFixedWindow::new(&over).is_err());
+    // 1.5 ms windows count as 2 ms.
+    let short = Quota::new(1, Duration::from_micros(1_500)).unwrap();
+    let window = RedisSlidingWindow::new(&short).unwrap();
+    assert_eq!(window.window(), Duration::from_millis(2));
+}
+
 /// The decision the script's reply makes, for `Decision`'s fields: checked against a key's
 /// decision made locally, so that the reply's conversion is covered where the equivalence test
 /// compares two of them.
@@ -476,7 +677,10 @@ async fn a_reply_is_the_decision_in_microseconds() {
     let denied: Decision = limiter.decide_key_at("k", 2, now).await.unwrap();
     assert!(!denied.is_allowed());
     assert_eq!(denied.retry_after(), Duration::from_millis(250));
-    assert_eq!(server.stored(&limiter.key("k")), now + 750_000);
+    assert_eq!(
+        server.stored(&limiter.key("k")),
+        Some((now + 750_000).to_string())
+    );
 }
 
 /// On a Redis Cluster of three masters: each key is decided on the node that serves its slot; a

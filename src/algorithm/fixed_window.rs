@@ -123,6 +123,61 @@ impl FixedWindow {
         Duration::from_nanos(self.period)
     }
 
+    /// The counter with its period in some other unit of time than the nanosecond (the Redis
+    /// backend's milliseconds), for [`decide_fields`](Self::decide_fields) alone: the
+    /// transition is the same arithmetic in any unit, and the packed word's layout, which
+    /// bounds nanoseconds, does not apply. `period` is at least 1.
+    #[cfg(feature = "redis")]
+    pub(crate) const fn in_units(period: u64, limit: u64) -> FixedWindow {
+        FixedWindow {
+            period,
+            limit,
+            layout: Layout {
+                count_bits: super::count_bits(limit),
+            },
+        }
+    }
+
+    /// [`Algorithm::decide`] on the unpacked fields `[window index, count]`: the
+    /// specification of the packed word's transition, and of any other store's (the Redis
+    /// script's). The fields returned are those to store, the same as given where nothing is
+    /// recorded.
+    #[inline]
+    pub(crate) fn decide_fields(
+        &self,
+        fields: [u64; 2],
+        now: Nanos,
+        cost: u64,
+    ) -> (Decision, [u64; 2]) {
+        let (at, count) = self.view_fields(fields, now);
+        let (allowed, retry_after, count) = if cost > self.limit {
+            (false, Nanos::MAX, count)
+        } else if cost == 0 || count + cost <= self.limit {
+            (true, Nanos::ZERO, count + cost)
+        } else {
+            (false, self.until_next_window(&at), count)
+        };
+        let reset_after = if count > 0 {
+            self.until_next_window(&at)
+        } else {
+            Nanos::ZERO
+        };
+        let decision = Decision::new(
+            allowed,
+            // A corrupted word's count may exceed the limit; nothing remains then.
+            self.limit.saturating_sub(count),
+            retry_after,
+            reset_after,
+            self.limit,
+        );
+        let stored = if allowed && cost > 0 {
+            [at.index, count]
+        } else {
+            fields
+        };
+        (decision, stored)
+    }
+
     #[inline]
     fn pack(&self, index: u64, count: u64) -> u64 {
         (index << self.layout.count_bits) | count
@@ -140,6 +195,12 @@ impl FixedWindow {
     #[inline]
     fn view(&self, word: u64, now: Nanos) -> (Position, u64) {
         let (stored, count) = self.unpack(word);
+        self.view_fields([stored, count], now)
+    }
+
+    /// The fields `[window index, count]` seen from `now`.
+    #[inline]
+    fn view_fields(&self, [stored, count]: [u64; 2], now: Nanos) -> (Position, u64) {
         let at = position(self.period, stored, now);
         (at, if at.ahead == 0 { count } else { 0 })
     }
@@ -197,25 +258,15 @@ impl Algorithm for FixedWindow {
 
     #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
-        let (at, count) = self.view(state, now);
-        let (allowed, retry_after, count, new) = match self.transition(state, now, cost) {
-            Transition::Allow { state: new } => (true, Nanos::ZERO, count + cost, new),
-            Transition::Deny { retry_after } => (false, retry_after, count, state),
-        };
-        let reset_after = if count > 0 {
-            self.until_next_window(&at)
+        let (stored, count) = self.unpack(state);
+        let (decision, [index, count]) = self.decide_fields([stored, count], now, cost);
+        let admitted = decision.is_allowed() && cost > 0;
+        let state = if admitted {
+            self.pack(index, count)
         } else {
-            Nanos::ZERO
+            state
         };
-        let decision = Decision::new(
-            allowed,
-            // A corrupted word's count may exceed the limit; nothing remains then.
-            self.limit.saturating_sub(count),
-            retry_after,
-            reset_after,
-            self.limit,
-        );
-        (decision, new)
+        (decision, state)
     }
 
     #[inline]

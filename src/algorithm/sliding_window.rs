@@ -148,6 +148,21 @@ impl SlidingWindow {
         Duration::from_nanos(self.period)
     }
 
+    /// The counter with its period in some other unit of time than the nanosecond (the Redis
+    /// backend's milliseconds), for [`decide_fields`](Self::decide_fields) alone: the
+    /// transition is the same arithmetic in any unit, and the packed word's layout, which
+    /// bounds nanoseconds, does not apply. `period` is at least 1.
+    #[cfg(feature = "redis")]
+    pub(crate) const fn in_units(period: u64, limit: u64) -> SlidingWindow {
+        SlidingWindow {
+            period,
+            limit,
+            layout: Layout {
+                count_bits: super::count_bits(limit),
+            },
+        }
+    }
+
     /// Packs a window index and two counts.
     #[inline]
     fn pack(&self, index: u64, prev: u64, cur: u64) -> u64 {
@@ -167,6 +182,12 @@ impl SlidingWindow {
     #[inline]
     fn view(&self, word: u64, now: Nanos) -> View {
         let (stored, prev, cur) = self.unpack(word);
+        self.view_fields([stored, prev, cur], now)
+    }
+
+    /// The fields `[window index, previous count, current count]` seen from `now`.
+    #[inline]
+    fn view_fields(&self, [stored, prev, cur]: [u64; 3], now: Nanos) -> View {
         let at = position(self.period, stored, now);
         let (prev, cur) = match at.ahead {
             0 => (prev, cur),
@@ -214,6 +235,53 @@ impl SlidingWindow {
         };
         let e = (p - room) as u64;
         Nanos::from_nanos(view.at.delay + (self.period - view.at.elapsed) + e)
+    }
+
+    /// [`Algorithm::decide`] on the unpacked fields `[window index, previous count, current
+    /// count]`: the specification of the packed word's transition, and of any other store's
+    /// (the Redis script's). The fields returned are those to store, the same as given where
+    /// nothing is recorded.
+    #[inline]
+    pub(crate) fn decide_fields(
+        &self,
+        fields: [u64; 3],
+        now: Nanos,
+        cost: u64,
+    ) -> (Decision, [u64; 3]) {
+        let view = self.view_fields(fields, now);
+        let deny = |retry_after| {
+            let decision = Decision::new(
+                false,
+                self.remaining(&view),
+                retry_after,
+                self.reset_after(&view),
+                self.limit,
+            );
+            (decision, fields)
+        };
+        if cost > self.limit {
+            return deny(Nanos::MAX);
+        }
+        if cost > 0 && !self.admits(&view, cost) {
+            return deny(self.retry_after(&view, cost));
+        }
+        let after = View {
+            cur: view.cur + cost,
+            ..view
+        };
+        let decision = Decision::new(
+            true,
+            self.remaining(&after),
+            Nanos::ZERO,
+            self.reset_after(&after),
+            self.limit,
+        );
+        let stored = if cost > 0 {
+            [after.at.index, after.prev, after.cur]
+        } else {
+            fields
+        };
+        (decision, stored)
     }
 
     /// Time from `now` until nothing weighs any more.
@@ -276,33 +344,17 @@ impl Algorithm for SlidingWindow {
 
     #[inline]
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
-        let view = self.view(state, now);
-        match self.transition(state, now, cost) {
-            Transition::Allow { state: new } => {
-                let after = View {
-                    cur: view.cur + cost,
-                    ..view
-                };
-                let decision = Decision::new(
-                    true,
-                    self.remaining(&after),
-                    Nanos::ZERO,
-                    self.reset_after(&after),
-                    self.limit,
-                );
-                (decision, new)
-            }
-            Transition::Deny { retry_after } => {
-                let decision = Decision::new(
-                    false,
-                    self.remaining(&view),
-                    retry_after,
-                    self.reset_after(&view),
-                    self.limit,
-                );
-                (decision, state)
-            }
-        }
+        let (stored, prev, cur) = self.unpack(state);
+        let (decision, [index, prev, cur]) = self.decide_fields([stored, prev, cur], now, cost);
+        let admitted = decision.is_allowed() && cost > 0;
+        (
+            decision,
+            if admitted {
+                self.pack(index, prev, cur)
+            } else {
+                state
+            },
+        )
     }
 
     #[inline]

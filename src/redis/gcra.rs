@@ -1,19 +1,14 @@
-//! GCRA on Redis: the parameters a script runs with, and the script itself.
+//! GCRA on Redis, in microseconds.
 
 use core::fmt;
 use core::time::Duration;
-use std::sync::LazyLock;
 
+use super::script::in_units;
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::Nanos;
 use crate::decision::Decision;
 use crate::error::BuildError;
 use crate::quota::Quota;
-
-/// The script every Redis limiter runs: [`RedisGcra::decide`] on the key's stored state, with
-/// the server's clock (see `gcra.lua`).
-pub(super) static SCRIPT: LazyLock<::redis::Script> =
-    LazyLock::new(|| ::redis::Script::new(include_str!("gcra.lua")));
 
 /// GCRA as a Redis limiter runs it: the emission interval and the tolerance in whole
 /// **microseconds**, the unit of Redis's `TIME`, so that the times since the Unix epoch that the
@@ -133,24 +128,17 @@ impl RedisGcra {
         // The crate's GCRA, its nanoseconds read as microseconds: the same arithmetic.
         let micros = Gcra::in_units(self.interval, self.burst);
         let (decision, next) = micros.decide(state, Nanos::from_nanos(now), cost);
-        (in_microseconds(decision), next)
+        (in_units(decision, RedisGcra::UNIT), next)
     }
 
-    /// The arguments of the script that come from the quota: the emission interval, the
-    /// tolerance and the burst.
+    /// Nanoseconds in the unit of time the script computes in.
+    pub(super) const UNIT: u64 = 1_000;
+
+    /// The script's parameters (`lua/gcra.lua`): the emission interval, the tolerance and the
+    /// burst.
     pub(super) const fn args(&self) -> [u64; 3] {
         [self.interval, self.interval * self.burst, self.burst]
     }
-}
-
-/// A decision whose times were computed in microseconds, with its times in the nanoseconds that
-/// a [`Decision`] holds.
-pub(super) fn in_microseconds(decision: Decision) -> Decision {
-    let micros = |time: Duration| Nanos::from_nanos((time.as_nanos() as u64).saturating_mul(1_000));
-    decision.with_times(
-        micros(decision.retry_after()),
-        micros(decision.reset_after()),
-    )
 }
 
 /// The times as durations.

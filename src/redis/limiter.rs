@@ -12,8 +12,8 @@ use ::redis::cluster_routing::Slot;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
-use super::gcra::{in_microseconds, RedisGcra, SCRIPT};
-use super::Error;
+use super::script::decisions;
+use super::{Error, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisSlidingWindow};
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
@@ -35,7 +35,7 @@ struct Remote<C> {
 
 /// What a limiter's clones share.
 struct Shared {
-    gcra: RedisGcra,
+    algorithm: RedisAlgorithm,
     timeout: Duration,
     fallback: Policy,
     counters: Counters,
@@ -52,7 +52,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         mode: Mode,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        InsufficientCapacity::check(cost, self.shared.gcra.burst())?;
+        InsufficientCapacity::check(cost, self.shared.algorithm.capacity())?;
         let mut decisions = self.run(&[key], &[cost], mode, now).await?;
         decisions
             .pop()
@@ -60,7 +60,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
     }
 
     /// The requests `(key, cost)` of a batch, in one round trip on one Redis; on a Redis Cluster,
-    /// one per slot that the keys fall in, all at once. A cost above the burst is refused
+    /// one per slot that the keys fall in, all at once. A cost above the capacity is refused
     /// without asking Redis.
     async fn call_many<K: AsRef<[u8]>>(
         &self,
@@ -68,11 +68,11 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         mode: Mode,
         now: Option<u64>,
     ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
-        let burst = self.shared.gcra.burst();
+        let capacity = self.shared.algorithm.capacity();
         let mut answers = Vec::new();
         let (mut keys, mut costs, mut asked) = (Vec::new(), Vec::new(), Vec::new());
         for (key, cost) in requests {
-            match InsufficientCapacity::check(cost, burst) {
+            match InsufficientCapacity::check(cost, capacity) {
                 Ok(()) => {
                     asked.push(answers.len());
                     keys.push(key);
@@ -129,8 +129,8 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         Ok(decisions)
     }
 
-    /// The script on `keys` with `costs` (each at most the burst), in one round trip. If Redis
-    /// cannot be asked, or does not reply within the timeout, the fallback decides each.
+    /// The script on `keys` with `costs` (each at most the capacity), in one round trip. If
+    /// Redis cannot be asked, or does not reply within the timeout, the fallback decides each.
     async fn run(
         &self,
         keys: &[&[u8]],
@@ -139,17 +139,17 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         now: Option<u64>,
     ) -> Result<Vec<Decision>, Error> {
         let shared = &*self.shared;
-        let [interval, tolerance, burst] = shared.gcra.args();
-        let mut invocation = SCRIPT.prepare_invoke();
+        let (script, args, unit) = shared.algorithm.script();
+        let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(*key);
         }
         invocation
-            .arg(interval)
-            .arg(tolerance)
-            .arg(burst)
             .arg(mode as u8)
             .arg(now.map_or(String::new(), |now| now.to_string()));
+        for arg in args {
+            invocation.arg(arg);
+        }
         for cost in costs {
             invocation.arg(*cost);
         }
@@ -159,7 +159,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         let failure = match tokio::time::timeout(shared.timeout, round_trip).await {
             Ok(Ok(reply)) => {
                 counters.decisions.fetch_add(keys.len() as u64, Relaxed);
-                return decisions_from(&reply, keys.len());
+                return decisions(&reply, keys.len(), unit);
             }
             Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
             Ok(Err(_)) => &counters.unavailable,
@@ -169,12 +169,13 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
             }
         };
         failure.fetch_add(keys.len() as u64, Relaxed);
+        let capacity = shared.algorithm.capacity();
         Ok(keys
             .iter()
             .zip(costs)
             .map(|(key, &cost)| match mode {
-                Mode::Decide => shared.fallback.decide(key, cost, burst),
-                Mode::Peek => shared.fallback.peek(key, cost, burst),
+                Mode::Decide => shared.fallback.decide(key, cost, capacity),
+                Mode::Peek => shared.fallback.peek(key, cost, capacity),
             })
             .collect())
     }
@@ -195,32 +196,6 @@ fn unavailable(err: &RedisError) -> bool {
         || err.kind() == ErrorKind::ClusterConnectionNotFound
 }
 
-/// The script's reply for `keys` keys, `{allowed, remaining, retry_after, reset_after, burst}`
-/// for each, with its times in microseconds, as [`Decision`]s.
-fn decisions_from(reply: &[i64], keys: usize) -> Result<Vec<Decision>, Error> {
-    let unexpected = || Error::Reply(format!("{reply:?}"));
-    if reply.len() != 5 * keys {
-        return Err(unexpected());
-    }
-    reply
-        .chunks(5)
-        .map(|fields| {
-            let field = |i: usize| u64::try_from(fields[i]).map_err(|_| unexpected());
-            if field(0)? > 1 {
-                return Err(unexpected());
-            }
-            let decision = Decision::new(
-                field(0)? == 1,
-                field(1)?,
-                Nanos::from_nanos(field(2)?),
-                Nanos::from_nanos(field(3)?),
-                field(4)?,
-            );
-            Ok(in_microseconds(decision))
-        })
-        .collect()
-}
-
 /// Configures a Redis limiter: the time a decision waits for Redis, and what decides when Redis
 /// cannot be asked. [`RedisKeyedRateLimiter::builder`] and [`RedisRateLimiter::builder`] start
 /// one.
@@ -228,13 +203,14 @@ fn decisions_from(reply: &[i64], keys: usize) -> Result<Vec<Decision>, Error> {
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
-/// use tollgate::redis::{Fallback, RedisKeyedRateLimiter};
+/// use tollgate::redis::{Fallback, RedisKeyedRateLimiter, RedisSlidingWindow};
 /// use tollgate::Quota;
 ///
 /// let conn = redis::aio::ConnectionManager::new(redis::Client::open("redis://127.0.0.1/")?).await?;
-/// let limiter = RedisKeyedRateLimiter::builder(conn, "rl:", Quota::per_second(1_000)?)
+/// let window = RedisSlidingWindow::new(&Quota::per_minute(1_000)?)?;
+/// let limiter = RedisKeyedRateLimiter::builder(conn, "rl:", window)
 ///     .timeout(Duration::from_millis(20))
-///     .fallback(Fallback::Local { quota: Quota::per_second(100)?, capacity: 100_000 })
+///     .fallback(Fallback::Local { quota: Quota::per_minute(100)?, capacity: 100_000 })
 ///     .build()?;
 /// # let _ = limiter;
 /// # Ok(())
@@ -244,7 +220,7 @@ fn decisions_from(reply: &[i64], keys: usize) -> Result<Vec<Decision>, Error> {
 pub struct RedisBuilder<C, L> {
     conn: C,
     name: Box<[u8]>,
-    quota: Quota,
+    algorithm: RedisAlgorithm,
     timeout: Duration,
     fallback: Fallback,
     limiter: core::marker::PhantomData<fn() -> L>,
@@ -266,7 +242,7 @@ impl<C, L> RedisBuilder<C, L> {
 
     fn remote(self) -> Result<(Remote<C>, Box<[u8]>), BuildError> {
         let shared = Shared {
-            gcra: RedisGcra::new(&self.quota)?,
+            algorithm: self.algorithm,
             timeout: self.timeout,
             fallback: Policy::new(self.fallback)?,
             counters: Counters::default(),
@@ -284,8 +260,7 @@ impl<C> RedisBuilder<C, RedisKeyedRateLimiter<C>> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::ToleranceTooLong`] for a quota whose tolerance is too long for the script's
-    /// microseconds (see [`RedisGcra::new`]); the errors of a local table's capacity.
+    /// The errors of a [`Fallback::Local`] table's quota and capacity.
     pub fn build(self) -> Result<RedisKeyedRateLimiter<C>, BuildError> {
         let (remote, prefix) = self.remote()?;
         Ok(RedisKeyedRateLimiter { remote, prefix })
@@ -308,33 +283,33 @@ impl<C, L> fmt::Debug for RedisBuilder<C, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisBuilder")
             .field("name", &String::from_utf8_lossy(&self.name))
-            .field("quota", &self.quota)
+            .field("algorithm", &self.algorithm)
             .field("timeout", &self.timeout)
             .field("fallback", &self.fallback)
             .finish_non_exhaustive()
     }
 }
 
-fn builder<C, L>(conn: C, name: &[u8], quota: Quota) -> RedisBuilder<C, L> {
+fn builder<C, L>(conn: C, name: &[u8], algorithm: RedisAlgorithm) -> RedisBuilder<C, L> {
     RedisBuilder {
         conn,
         name: name.into(),
-        quota,
+        algorithm,
         timeout: DEFAULT_TIMEOUT,
         fallback: Fallback::default(),
         limiter: core::marker::PhantomData,
     }
 }
 
-/// A GCRA limiter per key, whose states live in Redis: every server that uses the same Redis
+/// A limiter per key, whose states live in Redis: every server that uses the same Redis
 /// (or Redis Cluster) and the same key prefix shares each key's limit.
 ///
 /// A decision is one round trip: `EVALSHA` of a script that reads the key's state, applies the
-/// transition of [`RedisGcra::decide`] at the server's `TIME`, and writes the new state with an
-/// expiry at the moment it is fresh again, so Redis holds live keys only. The script is loaded
-/// on first use and again after a `NOSCRIPT` reply (a restarted server). Redis runs each script
-/// alone, so decisions on one key are linearizable, as a local limiter's are, and all servers
-/// read one clock.
+/// algorithm's transition ([`RedisAlgorithm`]) at the server's `TIME`, and writes the new state
+/// with an expiry at the moment it is fresh again, so Redis holds live keys only. The script is
+/// loaded on first use and again after a `NOSCRIPT` reply (a restarted server). Redis runs each
+/// script alone, so decisions on one key are linearizable, as a local limiter's are, and all
+/// servers read one clock.
 ///
 /// When Redis cannot be asked (down, unreachable, or slower than the limiter's timeout), the
 /// limiter's [`Fallback`] decides, counted in [`stats`](Self::stats). A `ConnectionManager`
@@ -367,15 +342,15 @@ pub struct RedisKeyedRateLimiter<C = ConnectionManager> {
 }
 
 impl<C> RedisKeyedRateLimiter<C> {
-    /// Starts configuring a GCRA limiter per key for `quota` on the connection `conn` (a
-    /// `ConnectionManager`, which reconnects, or a cluster connection), its keys stored under
+    /// Starts configuring a limiter per key that applies `algorithm` on the connection `conn`
+    /// (a `ConnectionManager`, which reconnects, or a cluster connection), its keys stored under
     /// `prefix`.
     pub fn builder(
         conn: C,
         prefix: impl AsRef<[u8]>,
-        quota: Quota,
+        algorithm: impl Into<RedisAlgorithm>,
     ) -> RedisBuilder<C, RedisKeyedRateLimiter<C>> {
-        builder(conn, prefix.as_ref(), quota)
+        builder(conn, prefix.as_ref(), algorithm.into())
     }
 
     /// A GCRA limiter per key for `quota` on the connection `conn`, its keys stored under
@@ -386,7 +361,34 @@ impl<C> RedisKeyedRateLimiter<C> {
     /// [`BuildError::ToleranceTooLong`] for a quota whose tolerance is too long for the script's
     /// microseconds (see [`RedisGcra::new`]).
     pub fn gcra(conn: C, prefix: impl AsRef<[u8]>, quota: Quota) -> Result<Self, BuildError> {
-        RedisKeyedRateLimiter::builder(conn, prefix, quota).build()
+        RedisKeyedRateLimiter::builder(conn, prefix, RedisGcra::new(&quota)?).build()
+    }
+
+    /// A sliding-window counter per key for `quota`, with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Quota`] for a quota whose `limit × window` is too large for the script's
+    /// exact arithmetic (see [`RedisSlidingWindow::new`]).
+    pub fn sliding_window(
+        conn: C,
+        prefix: impl AsRef<[u8]>,
+        quota: Quota,
+    ) -> Result<Self, BuildError> {
+        RedisKeyedRateLimiter::builder(conn, prefix, RedisSlidingWindow::new(&quota)?).build()
+    }
+
+    /// A fixed-window counter per key for `quota`, with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// As for [`sliding_window`](Self::sliding_window).
+    pub fn fixed_window(
+        conn: C,
+        prefix: impl AsRef<[u8]>,
+        quota: Quota,
+    ) -> Result<Self, BuildError> {
+        RedisKeyedRateLimiter::builder(conn, prefix, RedisFixedWindow::new(&quota)?).build()
     }
 }
 
@@ -406,7 +408,8 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Errors
     ///
     /// As for [`check_key`](Self::check_key), and [`Error::InsufficientCapacity`] for a cost
-    /// above the burst, which is refused without asking Redis.
+    /// above the algorithm's capacity (the burst, or the limit per window), which is refused
+    /// without asking Redis.
     pub async fn check_key_n(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<(), Error> {
         Ok(self.decide_key(key, cost).await?.into_check()?)
     }
@@ -416,7 +419,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::InsufficientCapacity`] for a cost above the burst, refused without asking Redis;
+    /// [`Error::InsufficientCapacity`] for a cost above the capacity, refused without asking Redis;
     /// [`Error::Redis`] if Redis refused the script (a key that holds something else, say).
     pub async fn decide_key(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
         let key = self.key(key.as_ref());
@@ -446,7 +449,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Errors
     ///
     /// [`Error::Redis`] if Redis refused the script (a key that holds something else fails the
-    /// whole batch). A cost above the burst is that request's [`InsufficientCapacity`], and it
+    /// whole batch). A cost above the capacity is that request's [`InsufficientCapacity`], and it
     /// is not sent.
     ///
     /// ```no_run
@@ -484,13 +487,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
             .await?;
         Ok(decisions
             .into_iter()
-            // A cost of 1 always fits a burst, which is at least 1.
+            // A cost of 1 always fits a capacity, which is at least 1.
             .map(|decision| decision.map_or(Ok(()), Decision::into_check))
             .collect())
     }
 
     /// [`decide_key`](Self::decide_key) at the time `now`, in microseconds since the Unix epoch,
-    /// instead of the server's: for tests that replay the script against [`RedisGcra::decide`].
+    /// instead of the server's: for tests that replay the script against the algorithm's
+    /// `decide` ([`RedisGcra::decide`], say).
     /// The key is stored without an expiry, since only the server's own time can set one.
     ///
     /// # Errors
@@ -552,10 +556,10 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         self.remote.stats()
     }
 
-    /// The quota as the script runs it, in microseconds.
+    /// The algorithm the script applies, with the quota in the script's unit of time.
     #[must_use]
-    pub fn algorithm(&self) -> &RedisGcra {
-        &self.remote.shared.gcra
+    pub fn algorithm(&self) -> &RedisAlgorithm {
+        &self.remote.shared.algorithm
     }
 
     /// The name under which `key`'s state is stored: the prefix, then the key.
@@ -578,14 +582,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
 impl<C> fmt::Debug for RedisKeyedRateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisKeyedRateLimiter")
-            .field("algorithm", &self.remote.shared.gcra)
+            .field("algorithm", &self.remote.shared.algorithm)
             .field("prefix", &String::from_utf8_lossy(&self.prefix))
             .field("stats", &self.remote.shared.counters.snapshot())
             .finish_non_exhaustive()
     }
 }
 
-/// A GCRA limiter with one state, in Redis: a limit that every server shares as a whole (the
+/// A limiter with one state, in Redis: a limit that every server shares as a whole (the
 /// calls of one upstream API, say). One key of a [`RedisKeyedRateLimiter`], with its semantics.
 ///
 /// ```no_run
@@ -606,14 +610,14 @@ pub struct RedisRateLimiter<C = ConnectionManager> {
 }
 
 impl<C> RedisRateLimiter<C> {
-    /// Starts configuring a GCRA limiter for `quota` on the connection `conn`, its state stored
-    /// under `key`.
+    /// Starts configuring a limiter that applies `algorithm` on the connection `conn`, its
+    /// state stored under `key`.
     pub fn builder(
         conn: C,
         key: impl AsRef<[u8]>,
-        quota: Quota,
+        algorithm: impl Into<RedisAlgorithm>,
     ) -> RedisBuilder<C, RedisRateLimiter<C>> {
-        builder(conn, key.as_ref(), quota)
+        builder(conn, key.as_ref(), algorithm.into())
     }
 
     /// A GCRA limiter for `quota` on the connection `conn`, its state stored under `key`, with
@@ -623,7 +627,29 @@ impl<C> RedisRateLimiter<C> {
     ///
     /// As for [`RedisKeyedRateLimiter::gcra`].
     pub fn gcra(conn: C, key: impl AsRef<[u8]>, quota: Quota) -> Result<Self, BuildError> {
-        RedisRateLimiter::builder(conn, key, quota).build()
+        RedisRateLimiter::builder(conn, key, RedisGcra::new(&quota)?).build()
+    }
+
+    /// A sliding-window counter for `quota`, with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisKeyedRateLimiter::sliding_window`].
+    pub fn sliding_window(
+        conn: C,
+        key: impl AsRef<[u8]>,
+        quota: Quota,
+    ) -> Result<Self, BuildError> {
+        RedisRateLimiter::builder(conn, key, RedisSlidingWindow::new(&quota)?).build()
+    }
+
+    /// A fixed-window counter for `quota`, with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisKeyedRateLimiter::sliding_window`].
+    pub fn fixed_window(conn: C, key: impl AsRef<[u8]>, quota: Quota) -> Result<Self, BuildError> {
+        RedisRateLimiter::builder(conn, key, RedisFixedWindow::new(&quota)?).build()
     }
 }
 
@@ -671,17 +697,17 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
         self.remote.stats()
     }
 
-    /// The quota as the script runs it, in microseconds.
+    /// The algorithm the script applies, with the quota in the script's unit of time.
     #[must_use]
-    pub fn algorithm(&self) -> &RedisGcra {
-        &self.remote.shared.gcra
+    pub fn algorithm(&self) -> &RedisAlgorithm {
+        &self.remote.shared.algorithm
     }
 }
 
 impl<C> fmt::Debug for RedisRateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRateLimiter")
-            .field("algorithm", &self.remote.shared.gcra)
+            .field("algorithm", &self.remote.shared.algorithm)
             .field("key", &String::from_utf8_lossy(&self.key))
             .field("stats", &self.remote.shared.counters.snapshot())
             .finish_non_exhaustive()

@@ -5,16 +5,19 @@
 //! and writes it, so the quota holds across all of them.
 //!
 //! - **One round trip per decision.** A decision is one `EVALSHA` of a script that reads the
-//!   key's state, applies GCRA's transition and writes the new state, atomically: Redis runs a
-//!   script alone, so there is no read-then-write race between servers, and decisions on a key
-//!   are linearizable.
+//!   key's state, applies the algorithm's transition and writes the new state, atomically:
+//!   Redis runs a script alone, so there is no read-then-write race between servers, and
+//!   decisions on a key are linearizable.
 //! - **One clock.** The script reads the server's `TIME`, so every server's requests are judged
 //!   on the same clock, whatever the skew between the servers' own.
-//! - **The same transition as the local code.** The script is [`RedisGcra::decide`], the crate's
-//!   [`Gcra`](crate::Gcra) computed in microseconds (the unit of `TIME`; Lua's numbers are
-//!   doubles, exact up to 2^53, and nanoseconds since 1970 are not). A property test replays
-//!   random requests, costs and times through both, against a real `redis-server`, and requires
-//!   the same decision and the same stored state after every step.
+//! - **The same transitions as the local code.** GCRA, the sliding-window counter and the fixed
+//!   window ([`RedisAlgorithm`]). Each script is the crate's own algorithm computed in a coarser
+//!   unit: [`RedisGcra::decide`] is [`Gcra`](crate::Gcra) in microseconds (the unit of `TIME`),
+//!   [`RedisSlidingWindow::decide`] and [`RedisFixedWindow::decide`] count whole milliseconds.
+//!   Lua's numbers are doubles, exact up to 2^53, and nanoseconds since 1970 are not; each unit
+//!   keeps every value the script computes exact. A property test replays random requests,
+//!   costs and times through both, against a real `redis-server`, and requires the same decision
+//!   and the same stored state after every step.
 //! - **Redis holds live keys only.** A key is written with an expiry at the moment its state is
 //!   fresh again, so an idle key costs nothing.
 //!
@@ -60,13 +63,21 @@
 //! file, a crash can lose the last second of writes, and the admissions they recorded can be
 //! granted again: at most one second of each key's traffic.
 
+mod algorithm;
 mod fallback;
+mod fixed_window;
 mod gcra;
 mod limiter;
+mod script;
+mod sliding_window;
+mod window;
 
+pub use algorithm::RedisAlgorithm;
 pub use fallback::{Fallback, RedisStats};
+pub use fixed_window::RedisFixedWindow;
 pub use gcra::RedisGcra;
 pub use limiter::{RedisBuilder, RedisKeyedRateLimiter, RedisRateLimiter};
+pub use sliding_window::RedisSlidingWindow;
 
 use core::fmt;
 
@@ -89,7 +100,8 @@ pub enum Error {
     /// Not now: the key is over its limit (from the `check` methods; the `decide` methods
     /// report it in their [`Decision`](crate::Decision)).
     Denied(Denied),
-    /// A cost above the burst, which can never be admitted.
+    /// A cost above the capacity (the burst, or the limit per window), which can never be
+    /// admitted.
     InsufficientCapacity(InsufficientCapacity),
     /// Redis could not be asked, or replied with an error (a key that holds something other
     /// than a state of this limiter, for one).

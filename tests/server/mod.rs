@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
-use tollgate::redis::RedisKeyedRateLimiter;
+use tollgate::redis::{RedisAlgorithm, RedisKeyedRateLimiter};
 use tollgate::Quota;
 
 /// What installs the server where it is missing, for the message of a test that cannot start it.
@@ -112,6 +112,17 @@ impl Server {
         RedisKeyedRateLimiter::gcra(self.connection().await, "rl:", quota).expect("a limiter")
     }
 
+    /// A limiter per key that applies `algorithm`, on a new connection, its keys under `prefix`.
+    pub async fn limiter_of(
+        &self,
+        prefix: &str,
+        algorithm: impl Into<RedisAlgorithm>,
+    ) -> RedisKeyedRateLimiter {
+        RedisKeyedRateLimiter::builder(self.connection().await, prefix, algorithm)
+            .build()
+            .expect("a limiter")
+    }
+
     /// A command, on a connection of its own.
     pub fn try_command(&self, args: &[&str]) -> redis::RedisResult<redis::Value> {
         let client = redis::Client::open(self.url())?;
@@ -142,15 +153,12 @@ impl Server {
             .unwrap_or(0)
     }
 
-    /// The GCRA state stored under `key`, 0 when there is none.
-    pub fn stored(&self, key: &[u8]) -> u64 {
+    /// The value stored under `key`, if any.
+    pub fn stored(&self, key: &[u8]) -> Option<String> {
         let key = std::str::from_utf8(key).expect("a UTF-8 key");
         match self.command(&["GET", key]) {
-            redis::Value::Nil => 0,
-            redis::Value::BulkString(bytes) => std::str::from_utf8(&bytes)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_else(|| panic!("{key} holds {bytes:?}")),
+            redis::Value::Nil => None,
+            redis::Value::BulkString(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
             other => panic!("{key} holds {other:?}"),
         }
     }

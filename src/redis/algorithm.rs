@@ -1,0 +1,80 @@
+//! Which transition a Redis limiter's script applies.
+
+use ::redis::Script;
+
+use super::script::{FIXED_WINDOW, GCRA, SLIDING_WINDOW};
+use super::{RedisFixedWindow, RedisGcra, RedisSlidingWindow};
+
+/// The algorithm of a Redis limiter: the transition its script applies, with the quota in the
+/// unit of time the script counts in. Each is the crate's own algorithm of the same name,
+/// computed in that unit.
+///
+/// ```
+/// use tollgate::redis::{RedisAlgorithm, RedisSlidingWindow};
+/// use tollgate::Quota;
+///
+/// let window = RedisSlidingWindow::new(&Quota::per_minute(100).unwrap()).unwrap();
+/// let algorithm = RedisAlgorithm::from(window);
+/// assert_eq!(algorithm.capacity(), 100);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RedisAlgorithm {
+    /// GCRA, in microseconds.
+    Gcra(RedisGcra),
+    /// The sliding-window counter, in milliseconds.
+    SlidingWindow(RedisSlidingWindow),
+    /// The fixed-window counter, in milliseconds.
+    FixedWindow(RedisFixedWindow),
+}
+
+impl RedisAlgorithm {
+    /// The largest cost one request can have: the burst (GCRA) or the limit per window.
+    ///
+    /// ```
+    /// use tollgate::redis::{RedisAlgorithm, RedisGcra};
+    /// use tollgate::Quota;
+    ///
+    /// let quota = Quota::per_second(10).unwrap().with_burst(20).unwrap();
+    /// assert_eq!(RedisAlgorithm::from(RedisGcra::new(&quota).unwrap()).capacity(), 20);
+    /// ```
+    #[must_use]
+    pub const fn capacity(&self) -> u64 {
+        match self {
+            RedisAlgorithm::Gcra(gcra) => gcra.burst(),
+            RedisAlgorithm::SlidingWindow(window) => window.limit(),
+            RedisAlgorithm::FixedWindow(window) => window.limit(),
+        }
+    }
+
+    /// The script, with its parameters and the nanoseconds in the unit of its replies' times.
+    pub(super) fn script(&self) -> (&'static Script, [u64; 3], u64) {
+        match self {
+            RedisAlgorithm::Gcra(gcra) => (&GCRA, gcra.args(), RedisGcra::UNIT),
+            RedisAlgorithm::SlidingWindow(window) => {
+                (&SLIDING_WINDOW, window.args(), RedisSlidingWindow::UNIT)
+            }
+            RedisAlgorithm::FixedWindow(window) => {
+                (&FIXED_WINDOW, window.args(), RedisFixedWindow::UNIT)
+            }
+        }
+    }
+}
+
+impl From<RedisGcra> for RedisAlgorithm {
+    fn from(gcra: RedisGcra) -> RedisAlgorithm {
+        RedisAlgorithm::Gcra(gcra)
+    }
+}
+
+impl From<RedisSlidingWindow> for RedisAlgorithm {
+    fn from(window: RedisSlidingWindow) -> RedisAlgorithm {
+        RedisAlgorithm::SlidingWindow(window)
+    }
+}
+
+impl From<RedisFixedWindow> for RedisAlgorithm {
+    fn from(window: RedisFixedWindow) -> RedisAlgorithm {
+        RedisAlgorithm::FixedWindow(window)
+    }
+}
