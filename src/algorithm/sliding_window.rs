@@ -249,34 +249,25 @@ impl SlidingWindow {
         cost: u64,
     ) -> (Decision, [u64; 3]) {
         let view = self.view_fields(fields, now);
-        let deny = |retry_after| {
-            let decision = Decision::new(
-                false,
-                self.remaining(&view),
-                retry_after,
-                self.reset_after(&view),
-                self.limit,
-            );
-            (decision, fields)
-        };
-        if cost > self.limit {
-            return deny(Nanos::MAX);
-        }
-        if cost > 0 && !self.admits(&view, cost) {
-            return deny(self.retry_after(&view, cost));
-        }
-        let after = View {
-            cur: view.cur + cost,
-            ..view
+        let (allowed, retry_after, after) = if cost > self.limit {
+            (false, Nanos::MAX, view)
+        } else if cost == 0 || self.admits(&view, cost) {
+            let after = View {
+                cur: view.cur + cost,
+                ..view
+            };
+            (true, Nanos::ZERO, after)
+        } else {
+            (false, self.retry_after(&view, cost), view)
         };
         let decision = Decision::new(
-            true,
+            allowed,
             self.remaining(&after),
-            Nanos::ZERO,
+            retry_after,
             self.reset_after(&after),
             self.limit,
         );
-        let stored = if cost > 0 {
+        let stored = if allowed && cost > 0 {
             [after.at.index, after.prev, after.cur]
         } else {
             fields
