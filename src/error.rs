@@ -60,6 +60,14 @@ pub enum BuildError {
         /// The distinct tiers declared, besides the limiter's own quota.
         tiers: usize,
     },
+    /// A lease size of 0, or one larger than the quota's burst or than
+    /// `tollgate::redis::Lease::MAX_SIZE`.
+    LeaseSize {
+        /// The size asked for.
+        size: u64,
+        /// The largest that fits.
+        max: u64,
+    },
 }
 
 impl BuildError {
@@ -93,6 +101,9 @@ impl fmt::Display for BuildError {
                 "{tiers} tiers declared; a keyed table tells at most {} apart besides its own quota",
                 BuildError::MAX_TIERS
             ),
+            BuildError::LeaseSize { size, max } => {
+                write!(f, "a lease of {size}; a lease takes from 1 up to {max}")
+            }
         }
     }
 }
@@ -142,6 +153,10 @@ mod tests {
             (
                 BuildError::TooManyTiers { tiers: 7 },
                 "7 tiers declared; a keyed table tells at most 6 apart besides its own quota",
+            ),
+            (
+                BuildError::LeaseSize { size: 0, max: 10 },
+                "a lease of 0; a lease takes from 1 up to 10",
             ),
         ] {
             assert_eq!(error.to_string(), text);

@@ -131,6 +131,65 @@ impl RedisGcra {
         (in_units(decision, RedisGcra::UNIT), next)
     }
 
+    /// A lease of budget for a key whose stored state is `state`, at `now` (microseconds since
+    /// the Unix epoch), and the state to store: what the lease script replies and writes, the
+    /// specification it is tested against. First `give_back` (what the caller's last lease left
+    /// unused) is undone, if the key's state is still exactly the `schedule` that lease left:
+    /// then no lease or decision has been granted since, and the state becomes the one a
+    /// smaller lease would have left. Then up to `want` is granted, as a decision of that cost;
+    /// if less than `need` is, the grant says how long until the rest would be. Each of `want`,
+    /// `need` and `give_back` is at most the burst, and `need` at most `want`.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// // 10 per second: 100 ms apart; bursts of 10.
+    /// let gcra = RedisGcra::new(&Quota::per_second(10).unwrap()).unwrap();
+    /// let now = 1_000_000_000;
+    /// let (first, state) = gcra.lease(0, now, 6, 1, 0, 0);
+    /// assert_eq!((first.granted, first.schedule, state), (6, now + 600_000, now + 600_000));
+    /// // Only 4 are left: a lease of 6 that needs 5 gets 4, and the fifth comes in 100 ms.
+    /// let (second, state) = gcra.lease(state, now, 6, 5, 0, 0);
+    /// assert_eq!((second.granted, second.retry_after.as_millis()), (4, 100));
+    /// // 3 of those given back: nothing was granted since, so they are undone.
+    /// let (back, state) = gcra.lease(state, now, 0, 0, 3, second.schedule);
+    /// assert_eq!((back.returned, state), (3, now + 700_000));
+    /// ```
+    pub fn lease(
+        &self,
+        state: u64,
+        now: u64,
+        want: u64,
+        need: u64,
+        give_back: u64,
+        schedule: u64,
+    ) -> (LeaseGrant, u64) {
+        let micros = Gcra::in_units(self.interval, self.burst);
+        let mut tat = state;
+        let mut returned = 0;
+        if give_back > 0 && tat == schedule && tat >= give_back * self.interval {
+            tat -= give_back * self.interval;
+            returned = give_back;
+        }
+        let now = Nanos::from_nanos(now);
+        let available = micros.decide(tat, now, 0).0.remaining();
+        let granted = want.min(available);
+        if granted > 0 {
+            tat = micros.decide(tat, now, granted).1;
+        }
+        let retry_after = if granted < need {
+            micros.decide(tat, now, need - granted).0.retry_after()
+        } else {
+            Duration::ZERO
+        };
+        let grant = LeaseGrant {
+            granted,
+            returned,
+            retry_after: Duration::from_micros(retry_after.as_nanos() as u64),
+            schedule: tat,
+        };
+        (grant, tat)
+    }
+
     /// Nanoseconds in the unit of time the script computes in.
     pub(super) const UNIT: u64 = 1_000;
 
@@ -139,6 +198,28 @@ impl RedisGcra {
     pub(super) const fn args(&self) -> [u64; 3] {
         [self.interval, self.interval * self.burst, self.burst]
     }
+}
+
+/// What a lease round trip did ([`RedisGcra::lease`]).
+///
+/// ```
+/// # use tollgate::{redis::RedisGcra, Quota};
+/// let gcra = RedisGcra::new(&Quota::per_second(10).unwrap()).unwrap();
+/// let (grant, _) = gcra.lease(0, 5_000_000, 4, 4, 0, 0);
+/// assert_eq!((grant.granted, grant.returned), (4, 0));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct LeaseGrant {
+    /// The budget granted, at most what was wanted.
+    pub granted: u64,
+    /// The budget given back: all that was offered, or none.
+    pub returned: u64,
+    /// When less than needed was granted, how long until the rest would be; else zero.
+    pub retry_after: Duration,
+    /// The key's state after the lease (its TAT, in microseconds since the Unix epoch): what a
+    /// later give-back of this lease names.
+    pub schedule: u64,
 }
 
 /// The times as durations.

@@ -12,8 +12,9 @@ use ::redis::cluster_routing::Slot;
 use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
-use super::script::decisions;
-use super::{Error, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisSlidingWindow};
+use super::lease::Lease;
+use super::script::{decisions, LEASE};
+use super::{Error, LeaseGrant, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisSlidingWindow};
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
@@ -21,14 +22,14 @@ use crate::quota::Quota;
 
 /// What the script is asked to do with its key.
 #[derive(Clone, Copy)]
-enum Mode {
+pub(super) enum Mode {
     Decide = 0,
     Peek = 1,
 }
 
-/// A connection and everything its decisions need: what both limiters are.
+/// A connection and everything its decisions need: what the limiters are.
 #[derive(Clone)]
-struct Remote<C> {
+pub(super) struct Remote<C> {
     conn: C,
     shared: Arc<Shared>,
 }
@@ -45,7 +46,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
     /// One round trip: the script on `key` for a request of `cost`, at the server's time, or at
     /// `now` (microseconds since the Unix epoch) where given. If Redis cannot be asked, or does
     /// not reply within the timeout, the fallback decides.
-    async fn call(
+    pub(super) async fn call(
         &self,
         key: &[u8],
         cost: u64,
@@ -180,8 +181,68 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
             .collect())
     }
 
-    fn stats(&self) -> RedisStats {
+    pub(super) fn stats(&self) -> RedisStats {
         self.shared.counters.snapshot()
+    }
+
+    /// One round trip of the lease script on `key` ([`RedisGcra::lease`] with `gcra`, the
+    /// limiter's algorithm, at the server's time or at `now`): `Ok(None)` if Redis could not be asked or
+    /// did not reply within the timeout (counted as a timeout, not as a decision).
+    pub(super) async fn lease(
+        &self,
+        gcra: &RedisGcra,
+        key: &[u8],
+        [want, need, give_back, schedule]: [u64; 4],
+        now: Option<u64>,
+    ) -> Result<Option<LeaseGrant>, Error> {
+        let mut invocation = LEASE.prepare_invoke();
+        invocation
+            .key(key)
+            .arg(0)
+            .arg(now.map_or(String::new(), |now| now.to_string()));
+        for arg in gcra
+            .args()
+            .into_iter()
+            .chain([want, need, give_back, schedule])
+        {
+            invocation.arg(arg);
+        }
+        let mut conn = self.conn.clone();
+        let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
+        let reply = match tokio::time::timeout(self.shared.timeout, round_trip).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
+            Ok(Err(_)) => return Ok(None),
+            Err(_elapsed) => {
+                self.shared.counters.timeouts.fetch_add(1, Relaxed);
+                return Ok(None);
+            }
+        };
+        match reply[..] {
+            [granted, returned, retry_after, schedule]
+                if [granted, returned, retry_after, schedule]
+                    .iter()
+                    .all(|&f| f >= 0) =>
+            {
+                Ok(Some(LeaseGrant {
+                    granted: granted as u64,
+                    returned: returned as u64,
+                    retry_after: Duration::from_micros(retry_after as u64),
+                    schedule: schedule as u64,
+                }))
+            }
+            _ => Err(Error::Reply(format!("{reply:?}"))),
+        }
+    }
+
+    /// What the fallback decides on a request of `cost` for `key`, counted as a decision Redis
+    /// could not make.
+    pub(super) fn fallback(&self, key: &[u8], cost: u64) -> Decision {
+        let shared = &*self.shared;
+        shared.counters.unavailable.fetch_add(1, Relaxed);
+        shared
+            .fallback
+            .decide(key, cost, shared.algorithm.capacity())
     }
 }
 
@@ -220,9 +281,11 @@ fn unavailable(err: &RedisError) -> bool {
 pub struct RedisBuilder<C, L> {
     conn: C,
     name: Box<[u8]>,
-    algorithm: RedisAlgorithm,
+    pub(super) algorithm: RedisAlgorithm,
     timeout: Duration,
     fallback: Fallback,
+    /// A leased limiter's leases (only its constructor sets them).
+    pub(super) lease: Option<Lease>,
     limiter: core::marker::PhantomData<fn() -> L>,
 }
 
@@ -240,7 +303,7 @@ impl<C, L> RedisBuilder<C, L> {
         self
     }
 
-    fn remote(self) -> Result<(Remote<C>, Box<[u8]>), BuildError> {
+    pub(super) fn remote(self) -> Result<(Remote<C>, Box<[u8]>), BuildError> {
         let shared = Shared {
             algorithm: self.algorithm,
             timeout: self.timeout,
@@ -290,13 +353,14 @@ impl<C, L> fmt::Debug for RedisBuilder<C, L> {
     }
 }
 
-fn builder<C, L>(conn: C, name: &[u8], algorithm: RedisAlgorithm) -> RedisBuilder<C, L> {
+pub(super) fn builder<C, L>(conn: C, name: &[u8], algorithm: RedisAlgorithm) -> RedisBuilder<C, L> {
     RedisBuilder {
         conn,
         name: name.into(),
         algorithm,
         timeout: DEFAULT_TIMEOUT,
         fallback: Fallback::default(),
+        lease: None,
         limiter: core::marker::PhantomData,
     }
 }

@@ -45,6 +45,16 @@
 //! `ConnectionManager` (which reconnects after a failure, with exponential backoff) for one
 //! server, a cluster connection for a Redis Cluster.
 //!
+//! # Leases: a shared limit at a local limiter's speed
+//!
+//! A round trip per decision caps a key at what Redis can answer, tens of thousands a second
+//! from one client. A [`LeasedKeyedRateLimiter`] takes a key's budget a [`Lease`] at a time in
+//! one round trip (a GCRA decision of the lease's size, on the same state) and spends it in a
+//! local lock-free table, renewing in the background before it runs out. The price is a bounded
+//! overshoot: budget granted before an interval can be spent in it, so `N` processes admit at
+//! most `N × 1.5 × size` more than the quota in any interval. What a lease leaves unused goes
+//! back to Redis when it ends, exactly, if nothing was granted on the key since.
+//!
 //! # When Redis cannot be asked
 //!
 //! A decision waits for Redis at most the limiter's timeout (100 ms unless
@@ -67,6 +77,8 @@ mod algorithm;
 mod fallback;
 mod fixed_window;
 mod gcra;
+mod lease;
+mod leased;
 mod limiter;
 mod script;
 mod sliding_window;
@@ -75,7 +87,9 @@ mod window;
 pub use algorithm::RedisAlgorithm;
 pub use fallback::{Fallback, RedisStats};
 pub use fixed_window::RedisFixedWindow;
-pub use gcra::RedisGcra;
+pub use gcra::{LeaseGrant, RedisGcra};
+pub use lease::Lease;
+pub use leased::{LeaseStats, LeasedKeyedRateLimiter};
 pub use limiter::{RedisBuilder, RedisKeyedRateLimiter, RedisRateLimiter};
 pub use sliding_window::RedisSlidingWindow;
 

@@ -34,6 +34,14 @@ pub(super) static SLIDING_WINDOW: LazyLock<Script> = script!("sliding_window");
 /// each key's state.
 pub(super) static FIXED_WINDOW: LazyLock<Script> = script!("fixed_window");
 
+/// The lease script: [`RedisGcra::lease`](super::RedisGcra::lease) on one key's state.
+pub(super) static LEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/prelude.lua"),
+        include_str!("lua/lease.lua"),
+    ))
+});
+
 /// A decision whose times were computed in a unit of `unit` nanoseconds, with its times in the
 /// nanoseconds that a [`Decision`] holds.
 pub(super) fn in_units(decision: Decision, unit: u64) -> Decision {

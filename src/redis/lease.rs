@@ -1,0 +1,288 @@
+//! Leases: how much budget a process takes from Redis at a time ([`Lease`]), and the word in
+//! which the local table keeps what is left of a key's lease.
+//!
+//! # The word
+//!
+//! ```text
+//!  63                                   26   25         24  23                0
+//! ┌───────────────────────────────────────┬─────────┬──────────┬───────────────┐
+//! │ expiry (38 bits, ms of the local clock)│ drained │ renewing │ count (24 bits)│
+//! └───────────────────────────────────────┴─────────┴──────────┴───────────────┘
+//! ```
+//!
+//! `count` is the budget left to spend locally until `expiry`, in milliseconds since the
+//! limiter's clock started, plus one (so that the absent word, 0, has always expired; 2^38 ms is
+//! more than eight years). `renewing` says that one task is taking a lease for the key from
+//! Redis: the others do not start another. `drained` says that Redis had less than a request
+//! needed: until `expiry` (the time Redis said the rest would be there), requests the count
+//! cannot cover are denied without asking again.
+
+use core::time::Duration;
+
+use crate::algorithm::{sealed, Algorithm, Transition};
+use crate::clock::Nanos;
+use crate::decision::Decision;
+
+/// How a [`LeasedKeyedRateLimiter`](super::LeasedKeyedRateLimiter) takes budget from Redis:
+/// `size` at a time per key, spent locally for at most `lifetime`, for up to `capacity` keys
+/// at once.
+///
+/// The size trades round trips against overshoot: a key's decisions take one round trip per
+/// `size` admissions, and across `N` processes the limit can be exceeded by at most
+/// `N × 1.5 × size` in any interval (see the limiter's docs).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::redis::Lease;
+///
+/// let lease = Lease::new(100).capacity(50_000).lifetime(Duration::from_millis(250));
+/// assert_eq!(lease.size(), 100);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    size: u64,
+    capacity: usize,
+    lifetime: Option<Duration>,
+}
+
+impl Lease {
+    /// The largest lease: what a count of 24 bits holds with room for one more lease beside it.
+    pub const MAX_SIZE: u64 = 1 << 22;
+
+    /// Leases of `size` (at most the quota's burst and [`Lease::MAX_SIZE`]), for up to 10 000
+    /// keys at once, each spent for at most the time it stands for at the quota's rate.
+    #[must_use]
+    pub const fn new(size: u64) -> Lease {
+        Lease {
+            size,
+            capacity: 10_000,
+            lifetime: None,
+        }
+    }
+
+    /// The keys the local table holds at once (24 bytes each). A key that finds no room is
+    /// decided on Redis, one round trip each.
+    #[must_use]
+    pub const fn capacity(mut self, keys: usize) -> Lease {
+        self.capacity = keys;
+        self
+    }
+
+    /// How long a lease may be spent (at least a millisecond): what is left of it then is given
+    /// back to Redis, when the key is next asked for. By default, the time the lease stands for
+    /// at the quota's rate (`size × emission interval`), so that a process never holds budget
+    /// for longer than the quota would take to renew it.
+    #[must_use]
+    pub const fn lifetime(mut self, lifetime: Duration) -> Lease {
+        self.lifetime = Some(lifetime);
+        self
+    }
+
+    /// The budget a lease takes.
+    ///
+    /// ```
+    /// # use tollgate::redis::Lease;
+    /// assert_eq!(Lease::new(64).size(), 64);
+    /// ```
+    #[must_use]
+    pub const fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The keys the local table holds at once.
+    pub(super) const fn keys(&self) -> usize {
+        self.capacity
+    }
+
+    /// The lifetime, or the default for a quota whose emission interval is `interval`.
+    pub(super) fn lifetime_or(&self, interval: Duration) -> Duration {
+        self.lifetime
+            .unwrap_or_else(|| interval.saturating_mul(self.size.min(u32::MAX as u64) as u32))
+    }
+}
+
+/// The lease word, unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Held {
+    /// Milliseconds of the local clock, plus one.
+    pub(super) expiry: u64,
+    pub(super) renewing: bool,
+    pub(super) drained: bool,
+    pub(super) count: u64,
+}
+
+const COUNT_BITS: u32 = 24;
+const RENEWING: u64 = 1 << COUNT_BITS;
+const DRAINED: u64 = 1 << (COUNT_BITS + 1);
+const EXPIRY_SHIFT: u32 = COUNT_BITS + 2;
+/// The latest expiry: one below the all-ones field, so that the word is never `u64::MAX` (the
+/// table's reserved word).
+const LAST_EXPIRY: u64 = (1 << (64 - EXPIRY_SHIFT)) - 2;
+
+impl Held {
+    pub(super) const fn unpack(word: u64) -> Held {
+        Held {
+            expiry: word >> EXPIRY_SHIFT,
+            renewing: word & RENEWING != 0,
+            drained: word & DRAINED != 0,
+            count: word & (RENEWING - 1),
+        }
+    }
+
+    /// The word; `count` is below 2^24 (a lease is at most [`Lease::MAX_SIZE`], and a key holds
+    /// less than two).
+    pub(super) const fn pack(&self) -> u64 {
+        let expiry = if self.expiry < LAST_EXPIRY {
+            self.expiry
+        } else {
+            LAST_EXPIRY
+        };
+        (expiry << EXPIRY_SHIFT)
+            | ((self.drained as u64) * DRAINED)
+            | ((self.renewing as u64) * RENEWING)
+            | self.count
+    }
+
+    /// Whether the lease can still be spent at `now` (see [`millis`]).
+    pub(super) const fn is_live(&self, now: u64) -> bool {
+        self.expiry > now
+    }
+}
+
+/// The local clock's `now` in the word's unit: milliseconds, plus one.
+pub(super) const fn millis(now: Nanos) -> u64 {
+    now.as_nanos() / 1_000_000 + 1
+}
+
+/// The lease words as the table's algorithm: what it asks to choose a slot for a new key. An
+/// entry is idle when nothing can be spent from it and no task is renewing it; one that is
+/// being renewed is never evicted.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Budget;
+
+impl sealed::Sealed for Budget {
+    fn is_limited(&self, state: u64, _now: Nanos, _room: u64) -> bool {
+        Held::unpack(state).renewing
+    }
+}
+
+impl Algorithm for Budget {
+    fn capacity(&self) -> u64 {
+        Lease::MAX_SIZE
+    }
+
+    fn transition(&self, state: u64, now: Nanos, cost: u64) -> Transition {
+        let held = Held::unpack(state);
+        if held.is_live(millis(now)) && held.count >= cost {
+            let left = Held {
+                count: held.count - cost,
+                ..held
+            };
+            Transition::Allow { state: left.pack() }
+        } else {
+            Transition::Deny {
+                retry_after: Nanos::ZERO,
+            }
+        }
+    }
+
+    fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {
+        let held = Held::unpack(state);
+        let now_ms = millis(now);
+        let until_idle = if held.renewing {
+            Nanos::MAX
+        } else if held.is_live(now_ms) && held.count > 0 {
+            Nanos::from_nanos((held.expiry - now_ms).saturating_mul(1_000_000))
+        } else {
+            Nanos::ZERO
+        };
+        let (allowed, next) = match self.transition(state, now, cost) {
+            Transition::Allow { state } => (true, state),
+            Transition::Deny { .. } => (false, state),
+        };
+        let decision = Decision::new(
+            allowed,
+            held.count,
+            Nanos::ZERO,
+            until_idle,
+            Lease::MAX_SIZE,
+        );
+        (decision, next)
+    }
+
+    fn is_idle(&self, state: u64, now: Nanos) -> bool {
+        let held = Held::unpack(state);
+        !held.renewing && (held.count == 0 || !held.is_live(millis(now)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing held: what an absent key reads as.
+    const NONE: Held = Held {
+        expiry: 0,
+        renewing: false,
+        drained: false,
+        count: 0,
+    };
+
+    #[test]
+    fn words_round_trip() {
+        for held in [
+            NONE,
+            Held {
+                expiry: 12_345,
+                renewing: true,
+                drained: false,
+                count: (1 << 24) - 1,
+            },
+            Held {
+                expiry: LAST_EXPIRY,
+                renewing: true,
+                drained: true,
+                count: 7,
+            },
+        ] {
+            assert_eq!(Held::unpack(held.pack()), held);
+        }
+        assert_eq!(NONE.pack(), 0);
+        // An expiry past the field's range is the last one, and the word is never all ones.
+        let late = Held {
+            expiry: u64::MAX,
+            renewing: true,
+            drained: true,
+            count: (1 << 24) - 1,
+        };
+        assert_eq!(Held::unpack(late.pack()).expiry, LAST_EXPIRY);
+        assert_ne!(late.pack(), u64::MAX);
+    }
+
+    #[test]
+    fn an_entry_is_idle_when_nothing_can_be_spent_and_nobody_renews_it() {
+        let at = |ms: u64| Nanos::from_nanos(ms * 1_000_000);
+        let held = Held {
+            expiry: millis(at(100)),
+            renewing: false,
+            drained: false,
+            count: 3,
+        };
+        assert!(!Budget.is_idle(held.pack(), at(99)));
+        assert!(Budget.is_idle(held.pack(), at(100)));
+        let empty = Held { count: 0, ..held };
+        assert!(Budget.is_idle(empty.pack(), at(0)));
+        let renewing = Held {
+            renewing: true,
+            ..empty
+        };
+        assert!(!Budget.is_idle(renewing.pack(), at(1_000)));
+        assert!(sealed::Sealed::is_limited(
+            &Budget,
+            renewing.pack(),
+            at(0),
+            0
+        ));
+        assert!(Budget.is_idle(0, at(0)));
+    }
+}
