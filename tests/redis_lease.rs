@@ -249,7 +249,11 @@ async fn a_lease_is_renewed_ahead_of_need() {
     limiter.check_key("k").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while limiter.held("k") != 14 {
-        assert!(Instant::now() < deadline, "no renewal: {} held", limiter.held("k"));
+        assert!(
+            Instant::now() < deadline,
+            "no renewal: {} held",
+            limiter.held("k")
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let stats = limiter.stats();

@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::Notify;
+
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
 use super::lease::{millis, Budget, Held, Lease};
@@ -40,9 +42,14 @@ use crate::store::{Overflow, Probe, Table, CLASSES};
 /// is given back to Redis, exactly, if nothing was granted on the key since; otherwise it is
 /// dropped, which admits less, never more.
 ///
-/// Requests of more than a lease's size, requests for a key whose lease another task is
-/// renewing, and keys that find no room in the local table are decided on Redis, one round
-/// trip each. When Redis cannot be asked, the [`Fallback`](super::Fallback) decides.
+/// A request that its process's lease cannot cover waits for the lease's renewal (one round
+/// trip, whichever task started it). When Redis has less than half a lease left, the key's
+/// requests beyond what is held are denied locally until Redis will have that much: near its
+/// limit, a key costs one round trip per half a lease, and a denial's `retry_after` may be
+/// longer than a [`RedisKeyedRateLimiter`]'s by up to the time half a lease takes to earn.
+/// Requests of more than a lease's size, renewals slower than the limiter's timeout, and keys
+/// that find no room in the local table are decided on Redis, one round trip each. When Redis
+/// cannot be asked, the [`Fallback`](super::Fallback) decides.
 ///
 /// [`RedisKeyedRateLimiter`]: super::RedisKeyedRateLimiter
 ///
@@ -90,6 +97,9 @@ struct Inner<C> {
     /// For each key whose last lease granted something: what a give-back needs. At most twice
     /// the table's capacity (beyond that it is cleared, and those leases' rests are dropped).
     leases: Mutex<HashMap<u64, Granted>>,
+    /// Woken whenever a task lets go of a claim: the requests that found a renewal under way
+    /// wait for it.
+    renewed: Notify,
     counters: Counters,
 }
 
@@ -210,6 +220,7 @@ impl<C> RedisBuilder<C, LeasedKeyedRateLimiter<C>> {
             hasher: ahash::RandomState::new(),
             clock: TscClock::new(),
             leases: Mutex::new(HashMap::new()),
+            renewed: Notify::new(),
             counters: Counters::default(),
         };
         Ok(LeasedKeyedRateLimiter {
@@ -247,27 +258,50 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeasedKeyedRateLimiter<C
         }
         let hash = inner.hasher.hash_one(key);
         let probe = inner.table.probe(hash);
-        let now = inner.clock.now();
-        let spent = inner.table.update(&probe, &Budget, now, POLICY, |word| {
-            inner.spend(word, cost, millis(now))
-        });
-        match spent {
-            Ok(Spend::Spent { renew }) => {
-                inner.counters.local.fetch_add(1, Relaxed);
-                if renew {
-                    self.renew_ahead(key, hash, &probe);
+        let mut renewed = None;
+        loop {
+            let now = inner.clock.now();
+            let spent = inner.table.update(&probe, &Budget, now, POLICY, |word| {
+                inner.spend(word, cost, millis(now))
+            });
+            return match spent {
+                Ok(Spend::Spent { renew }) => {
+                    inner.counters.local.fetch_add(1, Relaxed);
+                    if renew {
+                        self.renew_ahead(key, hash, &probe);
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-            Ok(Spend::Drained { wait }) => {
-                inner.counters.local.fetch_add(1, Relaxed);
-                let wait = Nanos::from_nanos(wait.saturating_mul(1_000_000));
-                Err(Error::Denied(Denied::new(wait)))
-            }
-            Ok(Spend::Busy) | Err(_) => inner.direct(key, cost).await,
-            Ok(Spend::Claimed { give_back, kept }) => {
-                inner.lease(key, hash, &probe, cost, give_back, kept).await
-            }
+                Ok(Spend::Drained { wait }) => {
+                    inner.counters.local.fetch_add(1, Relaxed);
+                    let wait = Nanos::from_nanos(wait.saturating_mul(1_000_000));
+                    Err(Error::Denied(Denied::new(wait)))
+                }
+                Ok(Spend::Busy) => match renewed.take() {
+                    // Another task is renewing the lease. Wait for a renewal to end, registered
+                    // before looking again (so that one ending in between is not missed), then
+                    // decide on the word it leaves, or on Redis if it is slower than a round
+                    // trip's timeout.
+                    None => {
+                        renewed = Some(Box::pin(inner.renewed.notified()));
+                        if let Some(notified) = renewed.as_mut() {
+                            notified.as_mut().enable();
+                        }
+                        continue;
+                    }
+                    Some(notified) => {
+                        let timeout = inner.remote.timeout();
+                        if tokio::time::timeout(timeout, notified).await.is_ok() {
+                            continue;
+                        }
+                        inner.direct(key, cost).await
+                    }
+                },
+                Err(_) => inner.direct(key, cost).await,
+                Ok(Spend::Claimed { give_back, kept }) => {
+                    inner.lease(key, hash, &probe, cost, give_back, kept).await
+                }
+            };
         }
     }
 
@@ -455,8 +489,9 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
             Some(last) if give_back > 0 => (give_back.min(last.granted), last.schedule),
             _ => (0, 0),
         };
-        // A renewal needs 1, so that an empty Redis says when it will have some.
-        let need = cost.saturating_sub(kept).max(1);
+        // At least half a lease: a Redis that has less says when it will have that much, and
+        // until then what the word cannot cover is denied here (see `complete`).
+        let need = cost.saturating_sub(kept).max(self.low_water);
         let args = [self.size, need, give_back, schedule];
         let grant = match self.round_trip(&redis_key, args).await {
             Ok(Some(grant)) => grant,
@@ -499,6 +534,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
         let done = self.table.update(probe, &Budget, now, POLICY, |word| {
             self.complete(word, &grant, cost, millis(now))
         });
+        self.renewed.notify_waiters();
         // Without room to keep the lease, the request is still decided by what was granted,
         // and the rest is dropped.
         let admitted = match done {
@@ -523,33 +559,28 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
     fn complete(&self, word: u64, grant: &LeaseGrant, cost: u64, now: u64) -> (bool, u64) {
         let held = Held::unpack(word);
         let count = held.count + grant.granted;
-        // Granted budget lives for the lease's lifetime from now.
-        let expiry = if grant.granted > 0 {
+        let admitted = cost > 0 && count >= cost;
+        let count = if admitted { count - cost } else { count };
+        // Redis had less than half a lease (or than the request needed): what the word cannot
+        // cover is denied here, without asking again, until Redis has that much. Near its limit,
+        // a key is then asked for budget once per half a lease's worth of time, not once per
+        // request.
+        let short = !grant.retry_after.is_zero();
+        let expiry = if short {
+            now + (grant.retry_after.as_micros() as u64)
+                .div_ceil(1_000)
+                .max(1)
+        } else if grant.granted > 0 {
+            // Granted budget lives for the lease's lifetime from now.
             now + self.lifetime
         } else {
             held.expiry
         };
-        let drained = |count| Held {
-            expiry: now + (grant.retry_after.as_millis() as u64).max(1),
+        let next = Held {
+            expiry,
             renewing: false,
-            drained: true,
+            drained: short,
             count,
-        };
-        let (admitted, next) = if cost > 0 && count < cost {
-            // Redis had too little: what the word cannot cover is denied until Redis has the
-            // rest, without asking again.
-            (false, drained(count))
-        } else if grant.granted == 0 && !grant.retry_after.is_zero() {
-            // A renewal that found Redis empty: the same, for what is left.
-            (cost > 0, drained(count - cost))
-        } else {
-            let next = Held {
-                expiry,
-                renewing: false,
-                drained: false,
-                count: count - cost,
-            };
-            (cost > 0, next)
         };
         (admitted, next.pack())
     }
@@ -588,6 +619,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
                 };
                 ((), next.pack())
             });
+        self.renewed.notify_waiters();
     }
 
     fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Granted>> {

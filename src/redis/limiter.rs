@@ -3,6 +3,7 @@
 //! [`RedisBuilder`].
 
 use core::fmt;
+use core::future::Future;
 use core::time::Duration;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -183,6 +184,11 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
 
     pub(super) fn stats(&self) -> RedisStats {
         self.shared.counters.snapshot()
+    }
+
+    /// How long a round trip may take before the fallback decides.
+    pub(super) fn timeout(&self) -> Duration {
+        self.shared.timeout
     }
 
     /// One round trip of the lease script on `key` ([`RedisGcra::lease`] with `gcra`, the
@@ -526,14 +532,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn decide_keys<K: AsRef<[u8]>>(
+    // Not `async fn`: the requests are read before the future is made, so that it holds none
+    // of their iterator's types (which would keep it from being sent to another task).
+    pub fn decide_keys<K: AsRef<[u8]>>(
         &self,
         requests: impl IntoIterator<Item = (K, u64)>,
-    ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
-        let requests = requests
-            .into_iter()
-            .map(|(key, cost)| (self.key(key), cost));
-        self.remote.call_many(requests, Mode::Decide, None).await
+    ) -> impl Future<Output = Result<Vec<Result<Decision, InsufficientCapacity>>, Error>> + '_ {
+        let requests = self.requests(requests);
+        async move { self.remote.call_many(requests, Mode::Decide, None).await }
     }
 
     /// Admits one request for each of `keys`, in order, in one round trip: the answers
@@ -542,18 +548,19 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Errors
     ///
     /// As for [`decide_keys`](Self::decide_keys).
-    pub async fn check_keys<K: AsRef<[u8]>>(
+    pub fn check_keys<K: AsRef<[u8]>>(
         &self,
         keys: impl IntoIterator<Item = K>,
-    ) -> Result<Vec<Result<(), Denied>>, Error> {
-        let decisions = self
-            .decide_keys(keys.into_iter().map(|key| (key, 1)))
-            .await?;
-        Ok(decisions
-            .into_iter()
-            // A cost of 1 always fits a capacity, which is at least 1.
-            .map(|decision| decision.map_or(Ok(()), Decision::into_check))
-            .collect())
+    ) -> impl Future<Output = Result<Vec<Result<(), Denied>>, Error>> + '_ {
+        let decisions = self.decide_keys(keys.into_iter().map(|key| (key, 1)));
+        async move {
+            Ok(decisions
+                .await?
+                .into_iter()
+                // A cost of 1 always fits a capacity, which is at least 1.
+                .map(|decision| decision.map_or(Ok(()), Decision::into_check))
+                .collect())
+        }
     }
 
     /// [`decide_key`](Self::decide_key) at the time `now`, in microseconds since the Unix epoch,
@@ -588,9 +595,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         requests: impl IntoIterator<Item = (K, u64)>,
         now: u64,
     ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
-        let requests = requests
-            .into_iter()
-            .map(|(key, cost)| (self.key(key), cost));
+        let requests = self.requests(requests);
         self.remote
             .call_many(requests, Mode::Decide, Some(now))
             .await
@@ -624,6 +629,17 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     #[must_use]
     pub fn algorithm(&self) -> &RedisAlgorithm {
         &self.remote.shared.algorithm
+    }
+
+    /// A batch's requests, with their keys' names.
+    fn requests<K: AsRef<[u8]>>(
+        &self,
+        requests: impl IntoIterator<Item = (K, u64)>,
+    ) -> Vec<(Vec<u8>, u64)> {
+        requests
+            .into_iter()
+            .map(|(key, cost)| (self.key(key), cost))
+            .collect()
     }
 
     /// The name under which `key`'s state is stored: the prefix, then the key.
