@@ -151,6 +151,7 @@ pub mod redis;
 #[cfg(feature = "reference")]
 pub mod reference;
 pub mod sliding_log;
+pub mod snapshot;
 mod store;
 mod sync;
 
@@ -164,6 +165,7 @@ pub use keyed::{
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
 pub use sliding_log::{KeyedSlidingLog, SlidingLog, SlidingLogBuilder};
+pub use snapshot::SnapshotError;
 pub use store::{KeyedStats, Overflow};
 
 /// The README's examples, compiled and run as doc tests.

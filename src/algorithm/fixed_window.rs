@@ -178,6 +178,29 @@ impl FixedWindow {
         (decision, stored)
     }
 
+    /// The parameters a snapshot records: a restore requires the same.
+    pub(crate) const fn snapshot_params(&self) -> [u64; 3] {
+        [self.period, self.limit, 0]
+    }
+
+    /// A saved word moved onto a clock on which the saving clock's `t` reads `t + shift`: its
+    /// count goes to the last of the new clock's windows that its old window overlaps (until
+    /// that one starts, a later window's count stands, as for time that went backwards), so
+    /// that it applies at least as long as it did. `None` when it no longer applies at `now`.
+    pub(crate) fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
+        let (stored, count) = self.unpack(state);
+        let period = self.period as i128;
+        let end = (stored as i128 + 1) * period + shift;
+        let last = (end - 1).div_euclid(period);
+        let index = (now.as_nanos() / self.period) as i128;
+        if count == 0 || last < index {
+            return None;
+        }
+        // Never past the window of the last representable time (the layout's bound).
+        let last = (last as u64).min(Nanos::MAX.as_nanos() / self.period);
+        Some(self.pack(last, count.min(self.limit)))
+    }
+
     #[inline]
     fn pack(&self, index: u64, count: u64) -> u64 {
         (index << self.layout.count_bits) | count

@@ -96,6 +96,11 @@ impl Gcra {
         }
     }
 
+    /// The parameters a snapshot records: a restore requires the same.
+    pub(crate) const fn snapshot_params(&self) -> [u64; 3] {
+        [self.emission_interval, self.tolerance, self.burst]
+    }
+
     /// The spacing of requests at the sustained rate.
     ///
     /// ```

@@ -207,6 +207,20 @@ pub(crate) mod sealed {
             let _ = room;
             self.decide(state, now, 0).0.remaining() == 0
         }
+
+        /// How a snapshot names this algorithm and its parameters (a restore requires the
+        /// same); 0 for an algorithm whose states cannot be saved.
+        fn snapshot_id(&self) -> (u8, [u64; 3]) {
+            (0, [0; 3])
+        }
+
+        /// A saved state moved onto a clock on which the saving clock's `t` reads `t + shift`,
+        /// at that clock's `now`: `None` if it is idle there. Never less constraining than the
+        /// state was.
+        fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
+            let _ = (state, shift, now);
+            None
+        }
     }
 
     impl Sealed for super::Gcra {
@@ -215,14 +229,40 @@ pub(crate) mod sealed {
             self.room()
         }
 
+        fn snapshot_id(&self) -> (u8, [u64; 3]) {
+            (1, self.snapshot_params())
+        }
+
+        fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
+            // The schedule moves with the clock; one that is paid off is idle.
+            crate::snapshot::moved(state, shift).filter(|&tat| tat > now.as_nanos())
+        }
+
         #[inline]
         fn is_limited(&self, state: u64, now: Nanos, room: u64) -> bool {
             // The schedule runs further ahead of the clock than a request's room.
             state.saturating_sub(now.as_nanos()) > room
         }
     }
-    impl Sealed for super::SlidingWindow {}
-    impl Sealed for super::FixedWindow {}
+    impl Sealed for super::SlidingWindow {
+        fn snapshot_id(&self) -> (u8, [u64; 3]) {
+            (2, self.snapshot_params())
+        }
+
+        fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
+            self.rebase(state, shift, now)
+        }
+    }
+
+    impl Sealed for super::FixedWindow {
+        fn snapshot_id(&self) -> (u8, [u64; 3]) {
+            (3, self.snapshot_params())
+        }
+
+        fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
+            self.rebase(state, shift, now)
+        }
+    }
 }
 
 /// The number of bits needed to hold every count from 0 to `limit`.

@@ -275,6 +275,47 @@ impl SlidingWindow {
         (decision, stored)
     }
 
+    /// The parameters a snapshot records: a restore requires the same.
+    pub(crate) const fn snapshot_params(&self) -> [u64; 3] {
+        [self.period, self.limit, 0]
+    }
+
+    /// A saved word moved onto a clock on which the saving clock's `t` reads `t + shift`. An
+    /// old window spans up to two of the new clock's windows: each count is put in both, and
+    /// the word is of the later of the windows its counts reach, so that every count weighs at
+    /// least as much, at every moment, as it did in its old window. `None` when nothing weighs
+    /// at `now` any more.
+    pub(crate) fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
+        let (stored, prev, cur) = self.unpack(state);
+        let period = self.period as i128;
+        // The new windows each old one spans, first and last, with its count.
+        let spans = [(stored as i128 - 1, prev), (stored as i128, cur)].map(|(window, count)| {
+            let start = window * period + shift;
+            let first = start.div_euclid(period);
+            let last = (start + period - 1).div_euclid(period);
+            (first, last, if window < 0 { 0 } else { count })
+        });
+        let latest = spans.iter().filter(|s| s.2 > 0).map(|s| s.1).max()?;
+        let index = (now.as_nanos() / self.period) as i128;
+        if latest < index - 1 {
+            return None;
+        }
+        // A window before the new clock's first (when it started less than a window ago)
+        // weighs as the previous count of its first.
+        let latest = latest.max(0);
+        let in_window = |w: i128| -> u64 {
+            spans
+                .iter()
+                .filter(|&&(first, last, _)| first <= w && w <= last)
+                .map(|s| s.2)
+                .sum()
+        };
+        let (prev, cur) = (in_window(latest - 1), in_window(latest));
+        // Never past the window of the last representable time (the layout's bound).
+        let latest = (latest as u64).min(Nanos::MAX.as_nanos() / self.period);
+        Some(self.pack(latest, prev.min(self.limit), cur.min(self.limit)))
+    }
+
     /// Time from `now` until nothing weighs any more.
     fn reset_after(&self, view: &View) -> Nanos {
         let until_next = view.at.delay + (self.period - view.at.elapsed);
@@ -509,5 +550,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rebased_counts_weigh_at_least_as_long() {
+        let ms = 1_000_000;
+        let window = SlidingWindow::new(&Quota::new(1, Duration::from_millis(1)).unwrap()).unwrap();
+        // One request in window 0, seen 1.121 ms later on a clock that has just started: its
+        // old window ended 0.121 ms before the new clock's epoch, but it still weighs for 0.879
+        // ms, as the previous count of the new clock's first window.
+        let (_, saved) = window.decide(0, Nanos::from_nanos(ms / 5), 1);
+        let rebased = window.rebase(saved, -1_121_000, Nanos::ZERO).unwrap();
+        assert_eq!(window.unpack(rebased), (0, 1, 0));
+        assert!(!window.decide(rebased, Nanos::ZERO, 1).0.is_allowed());
+        // Windows that line up move exactly; a shift of half a window puts the count in both
+        // windows its old one overlaps.
+        assert_eq!(
+            window.unpack(
+                window
+                    .rebase(saved, 7 * ms as i128, Nanos::from_nanos(7 * ms))
+                    .unwrap()
+            ),
+            (7, 0, 1)
+        );
+        let half = window
+            .rebase(
+                saved,
+                7 * ms as i128 + ms as i128 / 2,
+                Nanos::from_nanos(7 * ms),
+            )
+            .unwrap();
+        assert_eq!(window.unpack(half), (8, 1, 1));
+        // Two windows later nothing weighs.
+        assert_eq!(window.rebase(saved, 0, Nanos::from_nanos(2 * ms)), None);
     }
 }

@@ -32,6 +32,7 @@
 // `batch.rs`; the table is `store::Table`.
 mod batch;
 mod builder;
+mod snapshot;
 
 pub use batch::{CheckKeys, DecideKeys, DecideKeysWith};
 pub use builder::KeyedBuilder;

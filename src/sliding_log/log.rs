@@ -180,6 +180,11 @@ impl Log {
         self.entries.back().map(|&(stamp, _)| stamp)
     }
 
+    /// The entries, oldest first: each stamp and the units admitted at it.
+    pub(super) fn entries(&self) -> impl ExactSizeIterator<Item = (u64, u64)> + '_ {
+        self.entries.iter().copied()
+    }
+
     /// Drops the `n` oldest entries.
     pub(super) fn drop_front(&mut self, n: usize) {
         for (_, units) in self.entries.drain(..n) {

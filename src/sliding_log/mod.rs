@@ -70,6 +70,7 @@
 // `shard.rs`, the keyed limiter over them here.
 mod log;
 mod shard;
+mod snapshot;
 
 pub use log::SlidingLog;
 

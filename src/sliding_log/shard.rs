@@ -104,6 +104,19 @@ impl Shard {
         self.logs.get(&key).map(|entry| &entry.log)
     }
 
+    /// The logs, from the least to the most recently written: a snapshot's order, which a
+    /// restore inserts them in.
+    pub(super) fn in_order(&self) -> Vec<(u64, &Log)> {
+        let mut logs = Vec::with_capacity(self.logs.len());
+        let mut next = self.least_recent;
+        while let Some(key) = next {
+            let entry = self.entry(key);
+            logs.push((key, &entry.log));
+            next = (entry.newer != key).then_some(entry.newer);
+        }
+        logs
+    }
+
     /// The log of `key`, if it has one, to decide on.
     pub(super) fn log_mut(&mut self, key: u64) -> Option<&mut Log> {
         self.logs.get_mut(&key).map(|entry| &mut entry.log)

@@ -84,7 +84,7 @@ mod overflow;
 mod table;
 
 pub(crate) use cell::StateCell;
-pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES};
+pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES, IDENTITY};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};
 pub(crate) use table::Table;

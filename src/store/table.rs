@@ -178,6 +178,61 @@ impl Table {
         .bytes()
     }
 
+    /// The table's shape: its shards and the groups of each. A snapshot's entries are restored
+    /// into a table of the same shape, at the same slots.
+    pub(crate) fn shape(&self) -> (u32, u32) {
+        (self.shards.len() as u32, self.groups_per_shard)
+    }
+
+    /// Each class's room (see [`Table::rooms`]).
+    pub(crate) fn rooms(&self) -> [u64; CLASSES] {
+        self.rooms
+    }
+
+    /// Every live entry, as `(slot position, tag, state)`, each as one load found it: a
+    /// snapshot's contents. Decisions racing the walk fall on either side of it, key by key.
+    pub(crate) fn entries(&self) -> Vec<(u64, u64, u64)> {
+        match self.native {
+            Some(native) => self.entries_with(native),
+            None => self.entries_with(Portable),
+        }
+    }
+
+    fn entries_with<W: Wide>(&self, wide: W) -> Vec<(u64, u64, u64)> {
+        let slots = self.groups.iter().flat_map(|group| &group.slots);
+        slots
+            .enumerate()
+            .filter_map(|(position, slot)| {
+                let word = wide.load(slot);
+                let (tag, state) = (tag_of(word), state_of(word));
+                (tag != 0 && state != RESERVED && state != 0).then_some((
+                    position as u64,
+                    tag,
+                    state,
+                ))
+            })
+            .collect()
+    }
+
+    /// Puts an entry at the slot at `position`, for a table that no other thread uses yet (a
+    /// restore): `false` if there is no such slot, or it is taken.
+    pub(crate) fn place(&self, position: u64, tag: u64, state: u64) -> bool {
+        let (group, slot) = (position / GROUP as u64, position % GROUP as u64);
+        let Some(group_slots) = usize::try_from(group).ok().and_then(|g| self.groups.get(g)) else {
+            return false;
+        };
+        let slot = &group_slots.slots[slot as usize];
+        let placed = match self.native {
+            Some(native) => native.compare_exchange(slot, 0, pack(tag, state)).is_ok(),
+            None => Portable.compare_exchange(slot, 0, pack(tag, state)).is_ok(),
+        };
+        if placed {
+            let shard = group as usize / self.groups_per_shard as usize;
+            self.shards[shard].occupied.fetch_add(1, Relaxed);
+        }
+        placed
+    }
+
     /// Where the key with `hash` lives.
     #[inline]
     pub(crate) fn probe(&self, hash: u64) -> Probe {
