@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use ::redis::aio::{ConnectionLike, ConnectionManager};
 
-use super::lease::{millis, Budget, Held, Lease};
+use super::lease::{complete, millis, spend, Budget, Held, Lease, Spend};
 use super::limiter::{builder, Mode, RedisBuilder, Remote};
 use super::{Error, LeaseGrant, RedisGcra, RedisStats};
 use crate::clock::{Clock, Nanos, TscClock};
@@ -154,19 +154,6 @@ pub struct LeaseStats {
     pub redis: RedisStats,
 }
 
-/// What a spend found in the key's lease word.
-enum Spend {
-    /// Admitted; and whether this task claimed a renewal ahead of need.
-    Spent { renew: bool },
-    /// Redis had too little; denied until then (milliseconds).
-    Drained { wait: u64 },
-    /// Another task is renewing the lease.
-    Busy,
-    /// This task claimed the word: it takes a lease, giving back `give_back` (an expired
-    /// lease's rest); `kept` is what the word still holds.
-    Claimed { give_back: u64, kept: u64 },
-}
-
 impl<C> LeasedKeyedRateLimiter<C> {
     /// Starts configuring a leased limiter per key for `gcra` on the connection `conn`, its
     /// keys stored under `prefix`, with `lease` (its size, lifetime and local capacity). The
@@ -262,7 +249,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeasedKeyedRateLimiter<C
         loop {
             let now = inner.clock.now();
             let spent = inner.table.update(&probe, &Budget, now, POLICY, |word| {
-                inner.spend(word, cost, millis(now))
+                spend(word, cost, millis(now), inner.low_water)
             });
             return match spent {
                 Ok(Spend::Spent { renew }) => {
@@ -432,45 +419,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeasedKeyedRateLimiter<C
 const POLICY: Overflow = Overflow::EvictLeastConstrained;
 
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
-    /// The spend of `cost` on the word `word` at `now` (milliseconds, plus one).
-    fn spend(&self, word: u64, cost: u64, now: u64) -> (Spend, u64) {
-        let held = Held::unpack(word);
-        let live = held.is_live(now);
-        if live && held.count >= cost {
-            let count = held.count - cost;
-            let renew = !held.renewing && !held.drained && count < self.low_water;
-            let next = Held {
-                count,
-                renewing: held.renewing || renew,
-                ..held
-            };
-            (Spend::Spent { renew }, next.pack())
-        } else if live && held.drained {
-            (
-                Spend::Drained {
-                    wait: held.expiry - now,
-                },
-                word,
-            )
-        } else if held.renewing {
-            (Spend::Busy, word)
-        } else {
-            // An expired lease's rest is given back; a live one's is kept, and spent meanwhile.
-            let (give_back, kept) = if live {
-                (0, held.count)
-            } else {
-                (held.count, 0)
-            };
-            let claimed = Held {
-                renewing: true,
-                drained: false,
-                count: kept,
-                ..held
-            };
-            (Spend::Claimed { give_back, kept }, claimed.pack())
-        }
-    }
-
     /// The lease round trip of the task that claimed `key`'s word, for a request of `cost` (0
     /// for a renewal ahead of need), then the word updated with what was granted.
     async fn lease(
@@ -532,7 +480,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
         }
         let now = self.clock.now();
         let done = self.table.update(probe, &Budget, now, POLICY, |word| {
-            self.complete(word, &grant, cost, millis(now))
+            complete(word, &grant, cost, millis(now), self.lifetime)
         });
         self.renewed.notify_waiters();
         // Without room to keep the lease, the request is still decided by what was granted,
@@ -552,37 +500,6 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
             let wait = Nanos::from_duration(grant.retry_after);
             Err(Error::Denied(Denied::new(wait)))
         }
-    }
-
-    /// The word after a lease of `grant`: its budget added, the request of `cost` (0 for none)
-    /// admitted from it if it covers it, the claim let go. Whether the request was admitted.
-    fn complete(&self, word: u64, grant: &LeaseGrant, cost: u64, now: u64) -> (bool, u64) {
-        let held = Held::unpack(word);
-        let count = held.count + grant.granted;
-        let admitted = cost > 0 && count >= cost;
-        let count = if admitted { count - cost } else { count };
-        // Redis had less than half a lease (or than the request needed): what the word cannot
-        // cover is denied here, without asking again, until Redis has that much. Near its limit,
-        // a key is then asked for budget once per half a lease's worth of time, not once per
-        // request.
-        let short = !grant.retry_after.is_zero();
-        let expiry = if short {
-            now + (grant.retry_after.as_micros() as u64)
-                .div_ceil(1_000)
-                .max(1)
-        } else if grant.granted > 0 {
-            // Granted budget lives for the lease's lifetime from now.
-            now + self.lifetime
-        } else {
-            held.expiry
-        };
-        let next = Held {
-            expiry,
-            renewing: false,
-            drained: short,
-            count,
-        };
-        (admitted, next.pack())
     }
 
     /// A request decided on Redis alone.

@@ -1,4 +1,4 @@
-//! Saving a keyed sliding log to bytes and restoring it (see the `snapshot` module for the
+//! Saving a keyed sliding log to bytes and restoring it (see [`crate::snapshot`] for the
 //! format and the rules).
 
 use core::hash::BuildHasher;
