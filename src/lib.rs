@@ -150,6 +150,7 @@ pub mod quota;
 pub mod redis;
 #[cfg(feature = "reference")]
 pub mod reference;
+pub mod reservation;
 pub mod sliding_log;
 pub mod snapshot;
 mod store;
@@ -164,6 +165,7 @@ pub use keyed::{
 };
 pub use limiter::RateLimiter;
 pub use quota::{Quota, QuotaError};
+pub use reservation::Reservation;
 pub use sliding_log::{KeyedSlidingLog, SlidingLog, SlidingLogBuilder};
 pub use snapshot::SnapshotError;
 pub use store::{KeyedStats, Overflow};

@@ -1,12 +1,14 @@
 //! The direct limiter: one state for everything that passes through it.
 
 use core::fmt;
+use core::time::Duration;
 
 use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
-use crate::clock::{Clock, TscClock};
+use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
 use crate::quota::Quota;
+use crate::reservation::Reservation;
 use crate::store::StateCell;
 
 /// A lock-free rate limiter with one state: a whole service, one upstream, one queue.
@@ -307,6 +309,104 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
                 Transition::Allow { state } => (Ok(()), state),
                 Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
             })
+    }
+}
+
+/// Shaping: reservations and waiting, for GCRA, whose schedule can run ahead of the clock. See
+/// the [`reservation`](crate::reservation) module for what a reservation promises and what a
+/// cancel gives back.
+impl<C: Clock> RateLimiter<Gcra, C> {
+    /// Admits a request of `cost` now into the schedule, to proceed at its turn: at once if it
+    /// fits, else after the requests before it, as long as that wait is at most `max_wait`.
+    /// A `max_wait` of zero is [`check_n`](RateLimiter::check_n); waits are capped at
+    /// [`Gcra::MAX_WAIT`] (146 years).
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError::Denied`] if the wait would exceed `max_wait` (nothing is reserved; the same
+    /// reservation would succeed after its `retry_after`), [`CheckError::InsufficientCapacity`]
+    /// if the cost exceeds the burst.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(10).unwrap()), &clock);
+    /// assert_eq!(limiter.reserve(10, Duration::ZERO).unwrap().delay(), Duration::ZERO);
+    /// // The burst is spent: 5 more take their turn half a second from now.
+    /// let later = limiter.reserve(5, Duration::from_secs(1)).unwrap();
+    /// assert_eq!(later.delay(), Duration::from_millis(500));
+    /// // 10 more would wait 1.5 s: more than the caller will.
+    /// let denied = limiter.reserve(10, Duration::from_secs(1)).unwrap_err();
+    /// assert_eq!(denied.to_string(), "rate limited: retry after 500ms");
+    /// ```
+    pub fn reserve(&self, cost: u64, max_wait: Duration) -> Result<Reservation<'_, C>, CheckError> {
+        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
+        let now = self.clock.now();
+        let max_wait = Nanos::from_duration(max_wait);
+        Ok(self.state.update(
+            |word| match self.algorithm.reserve(word, now, cost, max_wait) {
+                Transition::Allow { state } => {
+                    // A cost of 0 goes at once, whatever the schedule.
+                    let ready_at = if cost == 0 {
+                        now
+                    } else {
+                        self.algorithm.ready_at(state, now)
+                    };
+                    let reservation =
+                        Reservation::direct(&self.state, &self.clock, (word, state), ready_at);
+                    (Ok(reservation), state)
+                }
+                Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
+            },
+        )?)
+    }
+
+    /// Waits, blocking the thread, until a request of `cost` may proceed, if that is at most
+    /// `max_wait` from now: [`reserve`](RateLimiter::reserve), then
+    /// [`Reservation::wait`].
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve`](RateLimiter::reserve), at once, without waiting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Quota, RateLimiter};
+    /// let limiter = RateLimiter::gcra(Quota::per_second(200).unwrap().with_burst(1).unwrap());
+    /// for _ in 0..3 {
+    ///     limiter.wait(1, Duration::from_secs(1)).unwrap(); // 5 ms apart
+    /// }
+    /// ```
+    pub fn wait(&self, cost: u64, max_wait: Duration) -> Result<(), CheckError> {
+        self.reserve(cost, max_wait)?.wait();
+        Ok(())
+    }
+
+    /// Waits on tokio's timer until a request of `cost` may proceed, if that is at most
+    /// `max_wait` from now: [`reserve`](RateLimiter::reserve), then [`Reservation::ready`].
+    /// Dropped before it completes, the future gives its place back.
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve`](RateLimiter::reserve), at once, without waiting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Quota, RateLimiter};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tollgate::CheckError> {
+    /// let limiter = RateLimiter::gcra(Quota::per_second(200).unwrap().with_burst(1).unwrap());
+    /// for _ in 0..3 {
+    ///     limiter.until_ready(1, Duration::from_secs(1)).await?; // 5 ms apart
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub async fn until_ready(&self, cost: u64, max_wait: Duration) -> Result<(), CheckError> {
+        self.reserve(cost, max_wait)?.ready().await;
+        Ok(())
     }
 }
 

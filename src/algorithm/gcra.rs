@@ -136,6 +136,77 @@ impl Gcra {
         self.tolerance - self.emission_interval
     }
 
+    /// The longest wait a reservation can take: a reserved TAT runs at most
+    /// `τ + MAX_WAIT` ahead of a `now` of at most [`Nanos::MAX`], which keeps it below
+    /// `u64::MAX` (`2^63 − 1 + 2^62 + 2^62 − 1`), the word no state may be.
+    pub const MAX_WAIT: Nanos = Nanos::from_nanos(Quota::MAX_TOLERANCE.as_nanos() as u64 - 1);
+
+    /// A reservation: admits a request of `cost` at `now` into the schedule even if it must wait
+    /// for its turn, as long as the wait is at most `max_wait` (capped at [`Gcra::MAX_WAIT`]).
+    ///
+    /// `Allow { state }` stores the new TAT, `max(TAT, now) + c·T` as for an admission; the
+    /// request may proceed at [`ready_at`](Gcra::ready_at)`(state, now)`, the moment the schedule
+    /// is back within the tolerance. Later requests queue behind it: a reservation is never
+    /// overtaken. `Deny { retry_after }` stores nothing; the same reservation would be admitted
+    /// after `retry_after` (the wait beyond `max_wait`). With a `max_wait` of zero this is
+    /// [`transition`](Algorithm::transition) exactly, and a cost above the burst is denied with
+    /// [`Nanos::MAX`] as there.
+    ///
+    /// ```
+    /// use tollgate::{Gcra, Nanos, Quota, Transition};
+    ///
+    /// // 1 per second, bursts of 1: the second request at t = 0 waits a second.
+    /// let gcra = Gcra::from(Quota::per_second(1).unwrap());
+    /// let second = Nanos::from_nanos(1_000_000_000);
+    /// let Transition::Allow { state } = gcra.reserve(0, Nanos::ZERO, 1, Nanos::ZERO) else { panic!() };
+    /// assert_eq!(gcra.reserve(state, Nanos::ZERO, 1, Nanos::ZERO), Transition::Deny { retry_after: second });
+    /// let Transition::Allow { state } = gcra.reserve(state, Nanos::ZERO, 1, second) else { panic!() };
+    /// assert_eq!(gcra.ready_at(state, Nanos::ZERO), second);
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn reserve(&self, state: u64, now: Nanos, cost: u64, max_wait: Nanos) -> Transition {
+        if cost == 0 || cost > self.burst {
+            return self.transition(state, now, cost);
+        }
+        // As in `transition`: the latest TAT with room for `cost` now.
+        let latest = now.as_nanos() + (self.tolerance - cost * self.emission_interval);
+        let Some(wait) = state.checked_sub(latest).filter(|&wait| wait > 0) else {
+            return Transition::Allow {
+                state: state.max(now.as_nanos()) + cost * self.emission_interval,
+            };
+        };
+        let max_wait = max_wait.as_nanos().min(Self::MAX_WAIT.as_nanos());
+        if wait <= max_wait {
+            // The TAT is ahead of `now`: `TAT + c·T = now + τ + wait`, below `u64::MAX` by the
+            // bound on `MAX_WAIT`, whatever the word.
+            Transition::Allow {
+                state: now.as_nanos() + self.tolerance + wait,
+            }
+        } else {
+            Transition::Deny {
+                retry_after: Nanos::from_nanos(wait - max_wait),
+            }
+        }
+    }
+
+    /// When a request of cost at least 1 that [`reserve`](Gcra::reserve) admitted at `now` may
+    /// proceed, from the state it stored: at once if the schedule is within the tolerance, else
+    /// when it is back within it. (A cost of 0 always goes at once.)
+    ///
+    /// ```
+    /// use tollgate::{Gcra, Nanos, Quota};
+    /// let gcra = Gcra::from(Quota::per_second(2).unwrap()); // τ = 1 s
+    /// let now = Nanos::from_nanos(5_000_000_000);
+    /// assert_eq!(gcra.ready_at(5_500_000_000, now), now);
+    /// assert_eq!(gcra.ready_at(6_250_000_000, now), Nanos::from_nanos(5_250_000_000));
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn ready_at(&self, state: u64, now: Nanos) -> Nanos {
+        Nanos::from_nanos(state.saturating_sub(self.tolerance).max(now.as_nanos()))
+    }
+
     /// Tokens available at `now` for a schedule that stands at `base = max(TAT, now)`.
     #[inline]
     fn available(&self, base: u64, now: u64) -> u64 {
@@ -463,6 +534,49 @@ mod tests {
                 }
             };
             proptest::prop_assert_eq!(g.transition(word, now, cost), expected, "word {} at {:?}, cost {}", word, now, cost);
+        }
+
+        /// A reservation is the formula with the bound moved by the wait allowed:
+        /// `max(TAT, now) + c·T ≤ now + τ + min(max_wait, MAX_WAIT)`, in 128 bits, for every
+        /// word and time; the stored word stays below `u64::MAX`, and a denial's retry time is
+        /// the excess over the allowed wait.
+        #[test]
+        fn reserve_is_the_formula_for_every_word(
+            quota in (1u64..1_000, 1u64..100_000, 1u64..1_000),
+            now in proptest::num::u64::ANY,
+            word in proptest::num::u64::ANY,
+            cost in 0u64..1_002,
+            max_wait in proptest::num::u64::ANY,
+            edge in -2i64..=2,
+            exact in proptest::bool::ANY,
+        ) {
+            let g = gcra(quota.0, quota.1, quota.2);
+            let now = Nanos::from_nanos(now);
+            let t = u128::from(now.as_nanos());
+            let cost = cost % (g.burst + 2);
+            let end = u128::from(word).max(t) + u128::from(cost) * u128::from(g.emission_interval);
+            let need = end.saturating_sub(t + u128::from(g.tolerance));
+            // Either any wait, or one within 2 ns of the need.
+            let max_wait = if exact {
+                Nanos::from_nanos(u64::try_from(need).unwrap_or(u64::MAX).saturating_add_signed(edge))
+            } else {
+                Nanos::from_nanos(max_wait)
+            };
+            let allowed = u128::from(max_wait.as_nanos().min(Gcra::MAX_WAIT.as_nanos()));
+            let expected = if cost == 0 {
+                Transition::Allow { state: word }
+            } else if cost > g.burst {
+                Transition::Deny { retry_after: Nanos::MAX }
+            } else if need <= allowed {
+                Transition::Allow { state: u64::try_from(end).unwrap() }
+            } else {
+                Transition::Deny { retry_after: Nanos::from_nanos(u64::try_from(need - allowed).unwrap_or(u64::MAX)) }
+            };
+            let got = g.reserve(word, now, cost, max_wait);
+            proptest::prop_assert_eq!(got, expected, "word {} at {:?}, cost {}, max_wait {:?}", word, now, cost, max_wait);
+            if let Transition::Allow { state } = got {
+                proptest::prop_assert!(cost == 0 || state < u64::MAX);
+            }
         }
     }
 }

@@ -29,9 +29,10 @@
 //! ```
 
 // The limiter and its checks are in this file, the builder in `builder.rs`, the batched checks in
-// `batch.rs`; the table is `store::Table`.
+// `batch.rs`, reservations in `reserve.rs`; the table is `store::Table`.
 mod batch;
 mod builder;
+mod reserve;
 mod snapshot;
 
 pub use batch::{CheckKeys, DecideKeys, DecideKeysWith};

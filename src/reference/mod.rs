@@ -17,6 +17,7 @@
 //! | [`SlidingWindowCounter`] | per-window counts, previous window weighted by overlap | [`SlidingWindow`](crate::SlidingWindow) |
 //! | [`FixedWindowCounter`] | per-window counts | [`FixedWindow`](crate::FixedWindow) |
 //! | [`SlidingWindowLog`] | the timestamps of every admitted unit in the last period | (exact; no packed form) |
+//! | [`LendingBucket`] | a token bucket that lends: reservations, waits and cancels | [`Gcra::reserve`](crate::Gcra::reserve) |
 //!
 //! [`Differential`] drives a packed algorithm and a model side by side and reports the first
 //! [`Mismatch`]. [`KeyedDifferential`] does the same for a keyed limiter, beside one direct
@@ -37,6 +38,7 @@
 
 mod differential;
 mod keyed;
+mod lending;
 
 /// `body` as a snapshot whose checksum matches: for fuzzing what a restore reads past the
 /// checksum, which random bytes almost never pass. The last 8 bytes of `body` are replaced.
@@ -56,6 +58,7 @@ pub fn seal_snapshot(body: &mut Vec<u8>) {
 
 pub use differential::{Differential, Mismatch};
 pub use keyed::KeyedDifferential;
+pub use lending::{Booking, LendingBucket};
 
 use std::collections::{BTreeMap, VecDeque};
 

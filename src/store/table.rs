@@ -367,24 +367,37 @@ impl Table {
     /// key still in progress (a reservation, not yet published) is not waited for: it decides on
     /// the fresh state, which is what the reset leaves, so the reset is ordered before it.
     pub(crate) fn reset(&self, probe: &Probe) {
+        self.update_existing(probe, |_| ((), 0));
+    }
+
+    /// Applies `step` to the state of the probe's key if it has a slot, as
+    /// [`update`](Table::update) does, but never inserts: `None` if the key has no slot. For
+    /// writes that only make sense on a state the key already has (a cancelled reservation).
+    pub(crate) fn update_existing<T>(
+        &self,
+        probe: &Probe,
+        step: impl FnMut(u64) -> (T, u64),
+    ) -> Option<T> {
         match self.native {
-            Some(native) => self.reset_with(native, probe),
-            None => self.reset_with(Portable, probe),
+            Some(native) => self.update_existing_with(native, probe, step),
+            None => self.update_existing_with(Portable, probe, step),
         }
     }
 
-    fn reset_with<W: Wide>(&self, wide: W, probe: &Probe) {
-        let mut to_fresh = |_| ((), 0);
+    fn update_existing_with<W: Wide, T>(
+        &self,
+        wide: W,
+        probe: &Probe,
+        mut step: impl FnMut(u64) -> (T, u64),
+    ) -> Option<T> {
         while let Some((slot, word)) = self.find_any_class(wide, probe) {
-            if self
-                .decide(wide, slot, word, probe.tag, &mut to_fresh)
-                .is_some()
-            {
-                return;
+            if let Some(outcome) = self.decide(wide, slot, word, probe.tag, &mut step) {
+                return Some(outcome);
             }
             // The slot went to another key under us (ours was idle): look again, in case the
             // key was inserted elsewhere since.
         }
+        None
     }
 
     /// Puts every key back to the fresh state: [`reset`](Table::reset) of each live slot in turn,
