@@ -3,7 +3,8 @@
 # (its fence weakened, a rule of an insert's validation skipped, a decision's compare-and-swap
 # retried on a word that holds no state of its key: another key's, or a reservation of its own;
 # a reset of every key that decides on reservations; an entry judged by the table's own quota
-# whatever the tier its word carries), runs the models
+# whatever the tier its word carries), and the cancel of a reservation (given back with others
+# behind it), runs the models
 # that the list below names for that break, and expects every one of them to fail: the list is
 # also the record of which model guards which part of the protocol. It works on a copy of the
 # working tree in a temporary folder, so the checkout itself is never modified: a commit made
@@ -33,25 +34,26 @@ trap 'rm -rf "$tree"' EXIT
 tar -c --exclude=./target --exclude=./.git --exclude=./fuzz . | tar -x -C "$tree"
 mkdir -p target/mutants
 ln -s "$root/target/mutants" "$tree/target"
-original=src/store/table.rs
-table="$tree/$original"
-# The source as it was copied: each mutant starts from it, whatever happens to the checkout.
-pristine="$tree/table.rs.pristine"
-cp "$table" "$pristine"
+# The sources as they were copied: each mutant starts from them, whatever happens to the checkout.
+pristine="$tree/.pristine"
+mkdir -p "$pristine"
+(cd "$tree" && cp --parents src/store/table.rs src/reservation.rs "$pristine")
 
 failures=0
-# mutant NAME MODELS PERL-SUBSTITUTION: applies the substitution to the copy's table source, fresh
-# each time, runs the named loom models (space-separated) on the copy, and expects every one of
-# them to fail. Naming the models that catch each mutant, rather than running all of them, keeps
+# mutant NAME MODELS PERL-SUBSTITUTION [FILE]: applies the substitution to the copy's FILE (the
+# table's source unless named), fresh each time, runs the named loom models (space-separated) on
+# the copy, and expects every one of them to fail. Naming the models that catch each mutant, rather than running all of them, keeps
 # this to about a minute: a model that passes explores every interleaving (the three inserters' for
 # 45 seconds), while a failing one stops at its first bad interleaving.
 mutant() {
-    local name=$1 substitution=$3 models log caught missed=""
+    local name=$1 substitution=$3 original=${4:-src/store/table.rs} models log caught missed=""
     # shellcheck disable=SC2086,SC2116 # one line, the names split at spaces and newlines
     models=$(echo $2)
-    cp "$pristine" "$table"
-    perl -0pi -e "$substitution" "$table"
-    if cmp -s "$table" "$pristine"; then
+    local source="$tree/$original"
+    # Every file back as it was copied, then this mutant's change.
+    (cd "$pristine" && find . -type f -exec cp {} "$tree/{}" \;)
+    perl -0pi -e "$substitution" "$source"
+    if cmp -s "$source" "$pristine/$original"; then
         echo "NOT APPLIED  $name: its pattern no longer matches $original"
         failures=$((failures + 1))
         return
@@ -107,6 +109,10 @@ mutant "validation that tells a key's reservations apart by their tiers (whole t
 mutant "an entry judged by the table's own quota whatever the tier its word carries" \
     "an_evictor_judges_a_racing_tier_request_by_its_class" \
     's/self\.rooms\[class_of\(tag_of\(word\)\)\]/self.rooms[0]/'
+
+mutant "a cancel that gives back a reservation with others behind it" \
+    "a_cancel_races_a_reservation_behind_it a_cancel_races_a_reservation_of_its_key" \
+    's/if state == after \{/if true {/' src/reservation.rs
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures mutant(s) not caught"

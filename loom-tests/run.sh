@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTFLAGS="--cfg tollgate_loom ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
-cargo test -p tollgate-loom-tests --release --target-dir target/loom -- "$@"
+cargo test --no-fail-fast -p tollgate-loom-tests --release --target-dir target/loom -- "$@"
 # The lease word of the Redis limiters, whose steps are private: a model inside the crate.
 if [ $# -eq 0 ] || [[ "a_claim_races_spends" == *"$1"* ]]; then
     cargo test -p tollgate --release --target-dir target/loom --features redis --lib -- \

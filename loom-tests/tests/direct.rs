@@ -1,10 +1,12 @@
-//! Loom models of the direct limiter's compare-and-swap loop and its reset, through the public
-//! API.
+//! Loom models of the direct limiter's compare-and-swap loop, its reset, and reservations and
+//! their cancel, through the public API.
 //!
 //! Each model runs a few threads against one limiter on a `ManualClock` and asserts exact
 //! outcomes under every interleaving loom explores: no admission lost, none double-counted, and
 //! a denial never writes. Run with `loom-tests/run.sh` (it sets `--cfg tollgate_loom`).
 #![cfg(tollgate_loom)]
+
+use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
@@ -128,5 +130,53 @@ fn reset_races_a_decision() {
             2 => assert_eq!(after, 2, "the reset, then the request"),
             other => panic!("remaining {other} after the request"),
         }
+    });
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[test]
+fn reservations_race_for_consecutive_turns() {
+    loom::model(|| {
+        // 1 per second, bursts of 1: two reservations and a check race at frozen time. The
+        // check is admitted only if it comes first; the reservations take the next turns, one
+        // each, none shared and none skipped.
+        let l = limiter(Gcra::from(Quota::per_second(1).unwrap()));
+        let reserve = || {
+            let l = Arc::clone(&l);
+            thread::spawn(move || l.reserve(1, 10 * SECOND).unwrap().ready_at().as_nanos())
+        };
+        let (a, b) = (reserve(), reserve());
+        let checked = l.check().is_ok();
+        let mut turns = [a.join().unwrap(), b.join().unwrap()];
+        turns.sort_unstable();
+        let first = u64::from(checked) * 1_000_000_000;
+        assert_eq!(turns, [first, first + 1_000_000_000]);
+        let next = l.reserve(1, 10 * SECOND).unwrap().ready_at().as_nanos();
+        assert_eq!(next, first + 2_000_000_000);
+    });
+}
+
+#[test]
+fn a_cancel_races_a_reservation_behind_it() {
+    loom::model(|| {
+        // The burst is spent; `first` waits a second. A second reservation races its cancel:
+        // either the cancel comes first (given back, and the second takes the first's turn) or
+        // the second does (it queues behind the first, which then gives back nothing).
+        let l = limiter(Gcra::from(Quota::per_second(1).unwrap()));
+        l.check().unwrap();
+        let first = l.reserve(1, 10 * SECOND).unwrap();
+        assert_eq!(first.ready_at().as_nanos(), 1_000_000_000);
+        let second = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || l.reserve(1, 10 * SECOND).unwrap().ready_at().as_nanos())
+        };
+        let cancelled = first.cancel();
+        let second = second.join().unwrap();
+        let expected = if cancelled { 1 } else { 2 };
+        assert_eq!(second, expected * 1_000_000_000, "cancelled: {cancelled}");
+        // The schedule ends right after the second, either way.
+        let next = l.reserve(1, 10 * SECOND).unwrap().ready_at().as_nanos();
+        assert_eq!(next, second + 1_000_000_000);
     });
 }

@@ -18,7 +18,9 @@
 //! - a reset of key X racing a decision on X's slot, the insert of X, or the reuse of X's idle
 //!   slot by key Y;
 //! - a reset of every key racing a decision on a live key, or the reuse of an idle slot by a new
-//!   key.
+//!   key;
+//! - the cancel of X's reservation racing another reservation of X, or the reuse of X's idle
+//!   slot by key Y.
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
@@ -546,5 +548,64 @@ fn reset_of_every_key_races_the_reuse_of_an_idle_slot() {
         assert_eq!(limiter.peek_key(&C).remaining(), 1, "C forgotten");
         let stats = limiter.stats();
         assert_eq!((stats.occupied, stats.reuses, stats.overflows), (2, 1, 0));
+    });
+}
+
+#[test]
+fn a_cancel_races_a_reservation_of_its_key() {
+    loom::model(|| {
+        // X's burst is spent and its first reservation waits a second; a second reservation of
+        // X races the first's cancel, as in the direct model, in X's slot.
+        let limiter = table(Quota::per_second(1).unwrap());
+        let wait = Duration::from_secs(10);
+        limiter.check_key(&X).unwrap();
+        let first = limiter.reserve_key(&X, 1, wait).unwrap();
+        let second = {
+            let limiter = Arc::clone(&limiter);
+            thread::spawn(move || {
+                limiter
+                    .reserve_key(&X, 1, wait)
+                    .unwrap()
+                    .ready_at()
+                    .as_nanos()
+            })
+        };
+        let cancelled = first.cancel();
+        let second = second.join().unwrap();
+        let expected = if cancelled { 1 } else { 2 };
+        assert_eq!(second, expected * 1_000_000_000, "cancelled: {cancelled}");
+        let next = limiter
+            .reserve_key(&X, 1, wait)
+            .unwrap()
+            .ready_at()
+            .as_nanos();
+        assert_eq!(next, second + 1_000_000_000);
+        assert_eq!(limiter.stats().occupied, 1);
+    });
+}
+
+#[test]
+fn a_cancel_races_the_reuse_of_its_idle_slot() {
+    loom::model(|| {
+        // X reserved at once, and a second later its slot is idle; Y takes it while X's
+        // reservation is cancelled. Either the cancel comes first (X's slot goes back to the
+        // fresh state, and Y then takes it) or Y does (the cancel finds no slot of X, and gives
+        // back nothing). Y's state is never touched by the cancel.
+        let limiter = table(Quota::per_second(1).unwrap());
+        let hourly = Quota::per_hour(1).unwrap();
+        limiter.check_key_with(&C, &hourly, 1).unwrap();
+        let turn = limiter.reserve_key(&X, 1, Duration::ZERO).unwrap();
+        limiter.clock().advance(Duration::from_secs(1));
+        let y = spawn_check(&limiter, Y);
+        let _given_back = turn.cancel();
+        assert!(y.join().unwrap());
+        assert_eq!(limiter.peek_key(&Y).remaining(), 0);
+        assert_eq!(limiter.peek_key(&X).remaining(), 1);
+        assert_eq!(
+            limiter.peek_key_with(&C, &hourly, 1).unwrap().remaining(),
+            0
+        );
+        let stats = limiter.stats();
+        assert_eq!((stats.occupied, stats.reuses), (2, 1));
     });
 }
