@@ -340,26 +340,31 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     /// let denied = limiter.reserve(10, Duration::from_secs(1)).unwrap_err();
     /// assert_eq!(denied.to_string(), "rate limited: retry after 500ms");
     /// ```
+    #[inline]
     pub fn reserve(&self, cost: u64, max_wait: Duration) -> Result<Reservation<'_, C>, CheckError> {
         InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         let now = self.clock.now();
         let max_wait = Nanos::from_duration(max_wait);
-        Ok(self.state.update(
-            |word| match self.algorithm.reserve(word, now, cost, max_wait) {
-                Transition::Allow { state } => {
-                    // A cost of 0 goes at once, whatever the schedule.
-                    let ready_at = if cost == 0 {
-                        now
-                    } else {
-                        self.algorithm.ready_at(state, now)
-                    };
-                    let reservation =
-                        Reservation::direct(&self.state, &self.clock, (word, state), ready_at);
-                    (Ok(reservation), state)
-                }
-                Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
-            },
-        )?)
+        // The loop carries the two words only: the reservation is built once, after it.
+        let (before, after) =
+            self.state.update(
+                |word| match self.algorithm.reserve(word, now, cost, max_wait) {
+                    Transition::Allow { state } => (Ok((word, state)), state),
+                    Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
+                },
+            )?;
+        // A cost of 0 goes at once, whatever the schedule.
+        let ready_at = if cost == 0 {
+            now
+        } else {
+            self.algorithm.ready_at(after, now)
+        };
+        Ok(Reservation::direct(
+            &self.state,
+            &self.clock,
+            (before, after),
+            ready_at,
+        ))
     }
 
     /// Waits, blocking the thread, until a request of `cost` may proceed, if that is at most

@@ -39,6 +39,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// assert_eq!(turn.delay(), Duration::from_millis(250));
     /// assert_eq!(per_user.reserve_key("bob", 1, Duration::ZERO).unwrap().delay(), Duration::ZERO);
     /// ```
+    #[inline]
     pub fn reserve_key<Q>(
         &self,
         key: &Q,
@@ -53,30 +54,37 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         let now = self.clock.now();
         let max_wait = Nanos::from_duration(max_wait);
+        // The loop carries the two words only: the reservation is built once, after it.
         let step = |word| match self.algorithm.reserve(word, now, cost, max_wait) {
-            Transition::Allow { state } => {
-                // A cost of 0 goes at once, whatever the schedule.
-                let ready_at = if cost == 0 {
-                    now
-                } else {
-                    self.algorithm.ready_at(state, now)
-                };
-                let reservation =
-                    Reservation::keyed(&self.table, probe, &self.clock, (word, state), ready_at);
-                (Ok(reservation), state)
-            }
+            Transition::Allow { state } => (Ok((word, state)), state),
             Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
         };
-        Ok(match self
-            .table
-            .update(&probe, &self.algorithm, now, self.overflow, step)
-        {
-            Ok(outcome) => outcome,
-            Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => {
-                fresh.map(Reservation::unrecorded)
-            }
-            Err(Overflowed { retry_after, .. }) => Err(Denied::no_room(retry_after)),
-        }?)
+        let (recorded, (before, after)) =
+            match self
+                .table
+                .update(&probe, &self.algorithm, now, self.overflow, step)
+            {
+                Ok(outcome) => (true, outcome?),
+                Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => {
+                    (false, fresh?)
+                }
+                Err(Overflowed { retry_after, .. }) => {
+                    return Err(Denied::no_room(retry_after).into())
+                }
+            };
+        // A cost of 0 goes at once, whatever the schedule.
+        let ready_at = if cost == 0 {
+            now
+        } else {
+            self.algorithm.ready_at(after, now)
+        };
+        let reservation =
+            Reservation::keyed(&self.table, probe, &self.clock, (before, after), ready_at);
+        Ok(if recorded {
+            reservation
+        } else {
+            reservation.unrecorded()
+        })
     }
 
     /// Waits, blocking the thread, until a request of `cost` for `key` may proceed, if that is
