@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter};
 
-#[allow(dead_code)]
 mod support;
 
 use support::rounds::{filters, paired, time, CALLS};
