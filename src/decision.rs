@@ -147,6 +147,22 @@ impl Decision {
         }
     }
 
+    /// This decision's numbers for a request that `denied` refused: its wait and its kind.
+    pub(crate) const fn refused_by(self, denied: Denied) -> Decision {
+        let refused = Decision::new(
+            false,
+            self.remaining,
+            denied.wait(),
+            self.reset_after,
+            self.limit,
+        );
+        if denied.is_overflow() {
+            refused.overflowed()
+        } else {
+            refused
+        }
+    }
+
     /// The decision as a `check` result: `Ok`, or the denial with its wait.
     pub(crate) const fn into_check(self) -> Result<(), Denied> {
         if self.is_allowed() {
@@ -379,7 +395,7 @@ impl Denied {
     }
 
     /// The wait.
-    const fn wait(&self) -> Nanos {
+    pub(crate) const fn wait(&self) -> Nanos {
         Nanos::from_nanos(self.word & !NO_ROOM)
     }
 

@@ -144,6 +144,7 @@ mod error;
 #[doc = include_str!("implementation.md")]
 pub mod implementation {}
 pub mod keyed;
+pub mod layers;
 mod limiter;
 pub mod quota;
 #[cfg(feature = "redis")]

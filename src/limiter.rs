@@ -300,6 +300,12 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         &self.clock
     }
 
+    /// The state's cell, for the layers of an all-or-nothing check.
+    #[inline]
+    pub(crate) fn cell(&self) -> &StateCell {
+        &self.state
+    }
+
     /// One clock read and one compare-and-swap loop over the cheap transition.
     #[inline]
     fn apply(&self, cost: u64) -> Result<(), Denied> {

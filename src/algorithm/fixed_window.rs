@@ -214,6 +214,19 @@ impl FixedWindow {
         )
     }
 
+    /// Gives back a hold of `cost` that stored `after`, from the word as it is now: out of the
+    /// count while its window is the stored one; a hold of an earlier window weighs nothing and
+    /// stays. Exact: the counts add up.
+    #[inline]
+    pub(crate) fn release(&self, state: u64, after: u64, cost: u64) -> u64 {
+        let (index, count) = self.unpack(state);
+        if index == self.unpack(after).0 {
+            self.pack(index, count.saturating_sub(cost))
+        } else {
+            state
+        }
+    }
+
     /// The window of the decision and the count that applies in it.
     #[inline]
     fn view(&self, word: u64, now: Nanos) -> (Position, u64) {

@@ -207,6 +207,33 @@ impl Gcra {
         Nanos::from_nanos(state.saturating_sub(self.tolerance).max(now.as_nanos()))
     }
 
+    /// Gives back a hold of `cost` that moved the TAT from `before` to `after`, from the TAT as
+    /// it is now, `state`, at `now` (read when the release starts): exact when nothing was
+    /// admitted since, and otherwise never less constraining than the TAT would be without the
+    /// hold.
+    ///
+    /// With admissions of total cost `D` since the hold, each step `max(TAT, t) + d·T` moves a
+    /// difference in its input by at most as much, so the TAT without the hold is at least
+    /// `state − c·T`; it is also at most `max(before, now) + D`, and `state` at least
+    /// `after + D`. Giving back `c·T` less the time the clock has run past the hold's start
+    /// (`after − c·T`) therefore never gives back too much, and gives back all of it while the
+    /// schedule stays ahead of the clock.
+    #[inline]
+    pub(crate) fn release(
+        &self,
+        state: u64,
+        [before, after]: [u64; 2],
+        cost: u64,
+        now: Nanos,
+    ) -> u64 {
+        if state == after {
+            return before;
+        }
+        let hold = cost * self.emission_interval;
+        let run_into = now.as_nanos().saturating_sub(after.saturating_sub(hold));
+        state.saturating_sub(hold.saturating_sub(run_into))
+    }
+
     /// Tokens available at `now` for a schedule that stands at `base = max(TAT, now)`.
     #[inline]
     fn available(&self, base: u64, now: u64) -> u64 {

@@ -185,6 +185,19 @@ pub(crate) mod sealed {
     use crate::clock::Nanos;
 
     pub trait Sealed {
+        /// Gives back a hold of `cost` that moved a state from `before` to `after`, from the
+        /// state as it is now, `state`, at `now`: what an all-or-nothing check does to the
+        /// layers it held when a later layer refused. Never less constraining than the state
+        /// would be had the hold never been made: exact when nothing else was admitted since
+        /// (`state == after`), and for the windows always (their counts add up); for GCRA
+        /// after other admissions, it keeps at most the part of the hold that the clock has
+        /// run into since it was made.
+        /// The default keeps the hold: never too much given back.
+        fn release(&self, state: u64, held: [u64; 2], cost: u64, now: Nanos) -> u64 {
+            let _ = (held, cost, now);
+            state
+        }
+
         /// How far the state may run ahead of the clock and still admit a request of cost 1:
         /// what [`is_limited`](Sealed::is_limited) judges this algorithm's own entries by.
         /// Only GCRA's state runs ahead of the clock; the windows judge by their state alone.
@@ -224,6 +237,9 @@ pub(crate) mod sealed {
     }
 
     impl Sealed for super::Gcra {
+        fn release(&self, state: u64, held: [u64; 2], cost: u64, now: Nanos) -> u64 {
+            self.release(state, held, cost, now)
+        }
         #[inline]
         fn room(&self) -> u64 {
             self.room()
@@ -245,6 +261,10 @@ pub(crate) mod sealed {
         }
     }
     impl Sealed for super::SlidingWindow {
+        fn release(&self, state: u64, [_, after]: [u64; 2], cost: u64, _: Nanos) -> u64 {
+            self.release(state, after, cost)
+        }
+
         fn snapshot_id(&self) -> (u8, [u64; 3]) {
             (2, self.snapshot_params())
         }
@@ -255,6 +275,10 @@ pub(crate) mod sealed {
     }
 
     impl Sealed for super::FixedWindow {
+        fn release(&self, state: u64, [_, after]: [u64; 2], cost: u64, _: Nanos) -> u64 {
+            self.release(state, after, cost)
+        }
+
         fn snapshot_id(&self) -> (u8, [u64; 3]) {
             (3, self.snapshot_params())
         }

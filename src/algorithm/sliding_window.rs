@@ -178,6 +178,23 @@ impl SlidingWindow {
         (word >> (2 * k), (word >> k) & mask, word & mask)
     }
 
+    /// Gives back a hold of `cost` that stored `after`, from the word as it is now: the cost
+    /// leaves the count it went into, the current window's or, once the window has moved on,
+    /// the previous one's; a hold two windows old weighs nothing and stays. Exact: the counts
+    /// add up, whatever was admitted since.
+    #[inline]
+    pub(crate) fn release(&self, state: u64, after: u64, cost: u64) -> u64 {
+        let (index, prev, cur) = self.unpack(state);
+        let (held, _, _) = self.unpack(after);
+        if index == held {
+            self.pack(index, prev, cur.saturating_sub(cost))
+        } else if index == held.wrapping_add(1) {
+            self.pack(index, prev.saturating_sub(cost), cur)
+        } else {
+            state
+        }
+    }
+
     /// The word seen from `now`: counts shifted into the window of the decision.
     #[inline]
     fn view(&self, word: u64, now: Nanos) -> View {

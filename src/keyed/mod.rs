@@ -609,6 +609,14 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     }
 }
 
+impl<K: ?Sized, A, C, S> KeyedRateLimiter<K, A, C, S> {
+    /// The table, for the layers of an all-or-nothing check.
+    #[inline]
+    pub(crate) fn table(&self) -> &Table {
+        &self.table
+    }
+}
+
 impl<K: ?Sized, A, C, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
     /// Starts fetching the table lines that hold `key`'s state and returns at once, changing
     /// nothing: a hint, for a server that knows a request's key some time before it checks it
@@ -651,7 +659,7 @@ impl<K: ?Sized, A, C, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
     /// the set-up instead of following them: over a million keys, a check takes about two
     /// thirds of the time it took when the lines were requested after the clock read.
     #[inline]
-    fn probe<Q>(&self, key: &Q) -> Probe
+    pub(crate) fn probe<Q>(&self, key: &Q) -> Probe
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
