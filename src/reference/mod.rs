@@ -18,6 +18,7 @@
 //! | [`FixedWindowCounter`] | per-window counts | [`FixedWindow`](crate::FixedWindow) |
 //! | [`SlidingWindowLog`] | the timestamps of every admitted unit in the last period | (exact; no packed form) |
 //! | [`LendingBucket`] | a token bucket that lends: reservations, waits and cancels | [`Gcra::reserve`](crate::Gcra::reserve) |
+//! | [`all_or_nothing`] | several models, each asked alone; all record or none does | [`Layers`](crate::layers::Layers) |
 //!
 //! [`Differential`] drives a packed algorithm and a model side by side and reports the first
 //! [`Mismatch`]. [`KeyedDifferential`] does the same for a keyed limiter, beside one direct
@@ -38,6 +39,7 @@
 
 mod differential;
 mod keyed;
+mod layers;
 mod lending;
 
 /// `body` as a snapshot whose checksum matches: for fuzzing what a restore reads past the
@@ -58,6 +60,7 @@ pub fn seal_snapshot(body: &mut Vec<u8>) {
 
 pub use differential::{Differential, Mismatch};
 pub use keyed::KeyedDifferential;
+pub use layers::{all_or_nothing, LayeredVerdict, Look};
 pub use lending::{Booking, LendingBucket};
 
 use std::collections::{BTreeMap, VecDeque};
