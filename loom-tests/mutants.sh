@@ -3,8 +3,9 @@
 # (its fence weakened, a rule of an insert's validation skipped, a decision's compare-and-swap
 # retried on a word that holds no state of its key: another key's, or a reservation of its own;
 # a reset of every key that decides on reservations; an entry judged by the table's own quota
-# whatever the tier its word carries), and the cancel of a reservation (given back with others
-# behind it), runs the models
+# whatever the tier its word carries), the cancel of a reservation (given back with others
+# behind it), and the release of a layered check's holds (none, or none once another request
+# was admitted), runs the models
 # that the list below names for that break, and expects every one of them to fail: the list is
 # also the record of which model guards which part of the protocol. It works on a copy of the
 # working tree in a temporary folder, so the checkout itself is never modified: a commit made
@@ -37,7 +38,7 @@ ln -s "$root/target/mutants" "$tree/target"
 # The sources as they were copied: each mutant starts from them, whatever happens to the checkout.
 pristine="$tree/.pristine"
 mkdir -p "$pristine"
-(cd "$tree" && cp --parents src/store/table.rs src/reservation.rs "$pristine")
+cp -r "$tree/src" "$pristine/src"
 
 failures=0
 # mutant NAME MODELS PERL-SUBSTITUTION [FILE]: applies the substitution to the copy's FILE (the
@@ -113,6 +114,17 @@ mutant "an entry judged by the table's own quota whatever the tier its word carr
 mutant "a cancel that gives back a reservation with others behind it" \
     "a_cancel_races_a_reservation_behind_it a_cancel_races_a_reservation_of_its_key" \
     's/if state == after \{/if true {/' src/reservation.rs
+
+mutant "a refused layered check that releases nothing it held" \
+    "a_refused_check_releases_its_hold a_release_races_an_admission_in_its_gcra_layer
+     a_release_races_an_admission_in_its_window_layer" \
+    's/Sealed::release\(self\.algorithm\(\), state, held, cost, now\)/state/' src/layers/mod.rs
+mutant "a GCRA release that gives nothing back once another request was admitted" \
+    "a_release_races_an_admission_in_its_gcra_layer" \
+    's/state\.saturating_sub\(hold\.saturating_sub\(run_into\)\)/state/' src/algorithm/gcra.rs
+mutant "a sliding-window release that takes the cost out of nothing" \
+    "a_release_races_an_admission_in_its_window_layer" \
+    's/self\.pack\(index, prev, cur\.saturating_sub\(cost\)\)/state/' src/algorithm/sliding_window.rs
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures mutant(s) not caught"

@@ -48,6 +48,10 @@
 //! never more than was taken (see the [implementation notes](crate::implementation)). An
 //! admitted check holds every layer, as if each had been checked alone.
 //!
+//! Each step is one layer's own compare-and-swap, with the orderings of any other decision:
+//! nothing is published from one layer to another, so the layers need no ordering between them.
+//! The loom models in `loom-tests/tests/layers.rs` check the release against racing requests.
+//!
 //! List the layers with the most contended one (a global limit) last: a layer that is held is
 //! released only when a later layer refuses, so the last layer is never released, and the
 //! others are per-key layers that other requests rarely touch in the meantime.
