@@ -3,16 +3,20 @@
 //! - `reserve / check`: the allow path of `reserve` (a turn at once, dropped: kept) against
 //!   `check`, for a direct limiter and for a keyed one over 1 000 keys, in alternating rounds
 //!   (`support/rounds.rs`); the ratio is the median of the rounds' ratios.
+//! - `layered / independent`: an all-or-nothing check of three layers (`Layers::check_all`) on
+//!   the allow path against the three checks made one after the other: three direct limiters,
+//!   and a key of 1 000 users, a key of 100 tenants and a global limiter.
 //! - Waiting: many tokio tasks, and a few threads, reserve turns from one limiter and sleep until
 //!   them (`Reservation::ready`, `Reservation::wait`); each measures how long after its reserved
 //!   time it woke, on the limiter's clock. Median, 99th percentile and worst.
 //!
 //! `cargo bench --features tokio --bench shaping` (about a minute); a filter selects rows by any
-//! part of their names (`-- reserve`, `-- waiting`). `TOLLGATE_PAIRED_ROUNDS` as in `paired.rs`.
+//! part of their names (`-- reserve`, `-- layered`, `-- waiting`). `TOLLGATE_PAIRED_ROUNDS` as in `paired.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tollgate::layers::Layers;
 use tollgate::{Clock, KeyedRateLimiter, Quota, RateLimiter};
 
 mod support;
@@ -66,6 +70,60 @@ fn reserve_rows() {
 fn cycle(k: &mut u64) -> u64 {
     *k = (*k + 1) % 1_000;
     *k
+}
+
+#[inline(never)]
+fn layered_direct(layers: &[RateLimiter; 3]) -> bool {
+    (&layers[0], &layers[1], &layers[2]).check_all(1).is_ok()
+}
+
+#[inline(never)]
+fn independent_direct(layers: &[RateLimiter; 3]) -> bool {
+    layers[0].check().is_ok() && layers[1].check().is_ok() && layers[2].check().is_ok()
+}
+
+struct Tiers {
+    user: KeyedRateLimiter<u64>,
+    tenant: KeyedRateLimiter<u64>,
+    global: RateLimiter,
+}
+
+#[inline(never)]
+fn layered_keyed(t: &Tiers, user: u64) -> bool {
+    (
+        t.user.layer(&user),
+        t.tenant.layer(&(user % 100)),
+        &t.global,
+    )
+        .check_all(1)
+        .is_ok()
+}
+
+#[inline(never)]
+fn independent_keyed(t: &Tiers, user: u64) -> bool {
+    t.user.check_key(&user).is_ok()
+        && t.tenant.check_key(&(user % 100)).is_ok()
+        && t.global.check().is_ok()
+}
+
+fn layered_rows() {
+    let direct = [(); 3].map(|()| RateLimiter::gcra(unlimited()));
+    paired(
+        "layered / independent, 3 direct (allow)",
+        || time(&mut || layered_direct(&direct)),
+        || time(&mut || independent_direct(&direct)),
+    );
+    let tiers = Tiers {
+        user: KeyedRateLimiter::<u64>::gcra(unlimited(), 1_000).unwrap(),
+        tenant: KeyedRateLimiter::<u64>::gcra(unlimited(), 100).unwrap(),
+        global: RateLimiter::gcra(unlimited()),
+    };
+    let (mut a, mut b) = (0u64, 0u64);
+    paired(
+        "layered / independent, user+tenant+global (allow)",
+        || time(&mut || layered_keyed(&tiers, cycle(&mut a))),
+        || time(&mut || independent_keyed(&tiers, cycle(&mut b))),
+    );
 }
 
 /// The median, 99th percentile and worst of `lateness` (sorted in place), in microseconds.
@@ -155,6 +213,7 @@ fn main() {
         support::rounds::rounds()
     );
     reserve_rows();
+    layered_rows();
     waiting_tokio(10_000, 5_000);
     waiting_threads(4, 500, 1_000);
 }

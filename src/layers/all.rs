@@ -2,7 +2,8 @@
 
 use core::fmt;
 
-use super::{Hold, Layer};
+use super::sealed::{Hold, Step};
+use super::Layer;
 use crate::clock::Nanos;
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 
@@ -100,7 +101,7 @@ pub(crate) mod sealed {
 
     /// The protocol's passes over a tuple's layers, in order.
     pub trait Tuple {
-        /// A time per layer.
+        /// A time per layer, and what each look saw.
         type Times;
         /// A hold per layer.
         type Holds;
@@ -264,11 +265,11 @@ macro_rules! tuple {
         impl<$($layer: Layer),+> Layers for ($($layer,)+) {}
 
         impl<$($layer: Layer),+> sealed::Tuple for ($($layer,)+) {
-            type Times = [Nanos; $n];
+            type Times = ([Nanos; $n], ($(<$layer as Step>::Seen,)+));
             type Holds = [Hold; $n];
 
             #[inline]
-            fn look_all(&self, cost: u64) -> Result<([Nanos; $n], Option<(usize, Denied)>), LayerError> {
+            fn look_all(&self, cost: u64) -> Result<sealed::Look<Self::Times>, LayerError> {
                 $(
                     let capacity = self.$i.capacity();
                     if cost > capacity {
@@ -279,20 +280,21 @@ macro_rules! tuple {
                     }
                 )+
                 let now = [$(self.$i.now()),+];
+                let looks = ($(self.$i.look(now[$i], cost),)+);
                 let mut refused = None;
                 $(
-                    if let Err(denied) = self.$i.look(now[$i], cost) {
+                    if let Err(denied) = looks.$i.1 {
                         refused = longest(refused, $i, denied);
                     }
                 )+
-                Ok((now, refused))
+                Ok(((now, ($(looks.$i.0,)+)), refused))
             }
 
             #[inline]
-            fn hold_all(&self, now: &[Nanos; $n], cost: u64) -> Result<[Hold; $n], (usize, Denied)> {
+            fn hold_all(&self, (now, seen): &Self::Times, cost: u64) -> Result<[Hold; $n], (usize, Denied)> {
                 let mut holds = [$({ let _ = $i; Hold::NOTHING }),+];
                 $(
-                    match self.$i.hold(now[$i], cost) {
+                    match self.$i.hold(seen.$i, now[$i], cost) {
                         Ok(hold) => holds[$i] = hold,
                         Err(denied) => {
                             for held in (0..$i).rev() {
@@ -312,7 +314,7 @@ macro_rules! tuple {
                 }
             }
 
-            fn refusal(&self, index: usize, denied: Denied, now: &[Nanos; $n], cost: u64) -> LayeredDecision {
+            fn refusal(&self, index: usize, denied: Denied, (now, _): &Self::Times, cost: u64) -> LayeredDecision {
                 let decision = match index {
                     $($i => self.$i.decision(None, now[$i], cost),)+
                     _ => unreachable!(),
@@ -320,7 +322,7 @@ macro_rules! tuple {
                 LayeredDecision { layer: index, decision: decision.refused_by(denied) }
             }
 
-            fn binding(&self, holds: &[Hold; $n], now: &[Nanos; $n], cost: u64) -> LayeredDecision {
+            fn binding(&self, holds: &[Hold; $n], (now, _): &Self::Times, cost: u64) -> LayeredDecision {
                 let mut binding: Option<LayeredDecision> = None;
                 $(
                     let decision = self.$i.decision(Some(holds[$i]), now[$i], cost);

@@ -73,7 +73,8 @@ use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied};
 use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
-use crate::store::{Overflow, Overflowed, Probe};
+use crate::store::{Overflow, Overflowed, Probe, Seen};
+use sealed::Hold;
 
 /// A limiter, or a keyed limiter's key, that can take part in an all-or-nothing check
 /// ([`Layers`]): `&RateLimiter` and [`KeyedLayer`] (from [`KeyedRateLimiter::layer`]).
@@ -95,28 +96,27 @@ pub trait Layer: sealed::Step {}
 
 impl<T: sealed::Step + ?Sized> Layer for T {}
 
-/// What a layer held for an admitted request: its state before and after, to release it.
-#[derive(Clone, Copy, Debug)]
-pub struct Hold {
-    before: u64,
-    after: u64,
-    /// False when nothing was stored (a cost of 0; a full table under `Overflow::Allow`).
-    recorded: bool,
-}
-
-impl Hold {
-    /// No hold yet.
-    const NOTHING: Hold = Hold {
-        before: 0,
-        after: 0,
-        recorded: false,
-    };
-}
-
 pub(crate) mod sealed {
-    use super::Hold;
     use crate::clock::Nanos;
     use crate::decision::{Decision, Denied};
+
+    /// What a layer held for an admitted request: its state before and after, to release it.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Hold {
+        pub(crate) before: u64,
+        pub(crate) after: u64,
+        /// False when nothing was stored (a cost of 0; a full table under `Overflow::Allow`).
+        pub(crate) recorded: bool,
+    }
+
+    impl Hold {
+        /// No hold yet.
+        pub(crate) const NOTHING: Hold = Hold {
+            before: 0,
+            after: 0,
+            recorded: false,
+        };
+    }
 
     /// The steps of the all-or-nothing protocol on one layer.
     pub trait Step {
@@ -124,10 +124,14 @@ pub(crate) mod sealed {
         fn now(&self) -> Nanos;
         /// The largest cost one request can have.
         fn capacity(&self) -> u64;
-        /// Whether a request of `cost` would be admitted at `now`, writing nothing.
-        fn look(&self, now: Nanos, cost: u64) -> Result<(), Denied>;
-        /// Admits a request of `cost` at `now`, or refuses it writing nothing.
-        fn hold(&self, now: Nanos, cost: u64) -> Result<Hold, Denied>;
+        /// What a look saw, for the hold to start from.
+        type Seen: Copy;
+        /// Whether a request of `cost` would be admitted at `now`, writing nothing, and what
+        /// the look saw.
+        fn look(&self, now: Nanos, cost: u64) -> (Self::Seen, Result<(), Denied>);
+        /// Admits a request of `cost` at `now`, or refuses it writing nothing, starting from
+        /// what the look saw.
+        fn hold(&self, seen: Self::Seen, now: Nanos, cost: u64) -> Result<Hold, Denied>;
         /// Gives back what `hold` took.
         fn release(&self, hold: Hold, cost: u64);
         /// The full decision: for an admission, from the state before its hold; else for the
@@ -169,16 +173,20 @@ impl<A: Algorithm, C: Clock> sealed::Step for RateLimiter<A, C> {
         self.algorithm().capacity()
     }
 
+    /// The word as loaded.
+    type Seen = u64;
+
     #[inline]
-    fn look(&self, now: Nanos, cost: u64) -> Result<(), Denied> {
-        look(self.algorithm(), self.cell().load(), now, cost)
+    fn look(&self, now: Nanos, cost: u64) -> (u64, Result<(), Denied>) {
+        let word = self.cell().load();
+        (word, look(self.algorithm(), word, now, cost))
     }
 
     #[inline]
-    fn hold(&self, now: Nanos, cost: u64) -> Result<Hold, Denied> {
+    fn hold(&self, word: u64, now: Nanos, cost: u64) -> Result<Hold, Denied> {
         let [before, after] = self
             .cell()
-            .update(|word| step(self.algorithm(), word, now, cost))?;
+            .update_from(word, |word| step(self.algorithm(), word, now, cost))?;
         Ok(Hold {
             before,
             after,
@@ -218,13 +226,14 @@ impl<T: sealed::Step + ?Sized> sealed::Step for &T {
     fn capacity(&self) -> u64 {
         (**self).capacity()
     }
+    type Seen = T::Seen;
     #[inline]
-    fn look(&self, now: Nanos, cost: u64) -> Result<(), Denied> {
+    fn look(&self, now: Nanos, cost: u64) -> (T::Seen, Result<(), Denied>) {
         (**self).look(now, cost)
     }
     #[inline]
-    fn hold(&self, now: Nanos, cost: u64) -> Result<Hold, Denied> {
-        (**self).hold(now, cost)
+    fn hold(&self, seen: T::Seen, now: Nanos, cost: u64) -> Result<Hold, Denied> {
+        (**self).hold(seen, now, cost)
     }
     fn release(&self, hold: Hold, cost: u64) {
         (**self).release(hold, cost);
@@ -278,9 +287,12 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     }
 }
 
-impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
-    for KeyedLayer<'_, K, A, C, S>
+impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
+    for KeyedLayer<'a, K, A, C, S>
 {
+    /// The key's slot, if the look found it.
+    type Seen = Option<Seen<'a>>;
+
     #[inline]
     fn now(&self) -> Nanos {
         self.limiter.clock().now()
@@ -292,25 +304,21 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
     }
 
     #[inline]
-    fn look(&self, now: Nanos, cost: u64) -> Result<(), Denied> {
-        look(
-            self.limiter.algorithm(),
-            self.limiter.table().state(&self.probe),
-            now,
-            cost,
-        )
+    fn look(&self, now: Nanos, cost: u64) -> (Option<Seen<'a>>, Result<(), Denied>) {
+        let (state, seen) = self.limiter.table().look(&self.probe);
+        (seen, look(self.limiter.algorithm(), state, now, cost))
     }
 
     #[inline]
-    fn hold(&self, now: Nanos, cost: u64) -> Result<Hold, Denied> {
+    fn hold(&self, seen: Option<Seen<'a>>, now: Nanos, cost: u64) -> Result<Hold, Denied> {
         let limiter = self.limiter;
         let algorithm = limiter.algorithm();
         let overflow = limiter.overflow();
+        let step = |word| step(algorithm, word, now, cost);
         match limiter
             .table()
-            .update(&self.probe, algorithm, now, overflow, |word| {
-                step(algorithm, word, now, cost)
-            }) {
+            .update_seen(seen, &self.probe, algorithm, now, overflow, step)
+        {
             Ok(outcome) => outcome.map(|[before, after]| Hold {
                 before,
                 after,

@@ -44,8 +44,18 @@ impl StateCell {
     /// newer word whenever another thread wrote in between. When it returns the word it was given
     /// (a denial, a peek) nothing is written: a denial costs a load, not a cache-line transfer.
     #[inline]
-    pub(crate) fn update<T>(&self, mut step: impl FnMut(u64) -> (T, u64)) -> T {
-        let mut current = self.word.load(Relaxed);
+    pub(crate) fn update<T>(&self, step: impl FnMut(u64) -> (T, u64)) -> T {
+        self.update_from(self.word.load(Relaxed), step)
+    }
+
+    /// [`update`](StateCell::update) from a word loaded earlier: the first compare-and-swap
+    /// expects it, and fails over to the current word if it has changed since.
+    #[inline]
+    pub(crate) fn update_from<T>(
+        &self,
+        mut current: u64,
+        mut step: impl FnMut(u64) -> (T, u64),
+    ) -> T {
         loop {
             let (outcome, next) = step(current);
             if next == current {

@@ -87,4 +87,4 @@ pub(crate) use cell::StateCell;
 pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES, IDENTITY};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};
-pub(crate) use table::Table;
+pub(crate) use table::{Seen, Table};

@@ -120,6 +120,22 @@ impl Scan {
     }
 }
 
+/// A key's slot as [`Table::look`] found it, and the word it held. Public, in a private
+/// module, for the sealed steps of a layered check.
+#[derive(Clone, Copy)]
+pub struct Seen<'a> {
+    slot: &'a AtomicU128,
+    word: u128,
+}
+
+impl core::fmt::Debug for Seen<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Seen")
+            .field("state", &state_of(self.word))
+            .finish()
+    }
+}
+
 /// The lock-free slot table.
 pub(crate) struct Table {
     groups: Box<[Group]>,
@@ -356,6 +372,52 @@ impl Table {
             None => self.find_any_class(Portable, probe),
         };
         found.map_or(0, |(_, word)| state_of(word))
+    }
+
+    /// The state of the probe's key (the fresh word if it has none), and where it was found
+    /// under the probe's own class: for a decision that looks before it writes (a layer of an
+    /// all-or-nothing check), which then hands the find to [`update_seen`](Table::update_seen)
+    /// instead of finding the key again.
+    #[inline]
+    pub(crate) fn look(&self, probe: &Probe) -> (u64, Option<Seen<'_>>) {
+        let found = match self.native {
+            Some(native) => self.find(native, probe),
+            None => self.find(Portable, probe),
+        };
+        match found {
+            Some((slot, word)) => (state_of(word), Some(Seen { slot, word })),
+            None => (self.state(probe), None),
+        }
+    }
+
+    /// [`update`](Table::update), starting from what [`look`](Table::look) found: the key's
+    /// slot and the word it held then (the compare-and-swap loop reloads it if it changed), or
+    /// nothing, for a key that is looked for again and inserted.
+    #[inline]
+    pub(crate) fn update_seen<A: Algorithm, T>(
+        &self,
+        seen: Option<Seen<'_>>,
+        probe: &Probe,
+        algorithm: &A,
+        now: Nanos,
+        policy: Overflow,
+        mut step: impl FnMut(u64) -> (T, u64),
+    ) -> Result<T, Overflowed<T>> {
+        match (self.native, seen) {
+            (Some(native), Some(Seen { slot, word })) => {
+                if let Some(outcome) = self.decide(native, slot, word, probe.tag, &mut step) {
+                    return Ok(outcome);
+                }
+                self.update_slow(native, probe, algorithm, now, policy, step)
+            }
+            (None, Some(Seen { slot, word })) => {
+                if let Some(outcome) = self.decide(Portable, slot, word, probe.tag, &mut step) {
+                    return Ok(outcome);
+                }
+                self.update_slow(Portable, probe, algorithm, now, policy, step)
+            }
+            (_, None) => self.update(probe, algorithm, now, policy, step),
+        }
     }
 
     /// Puts the probe's key back to the fresh state, if it has a slot; never inserts it. The slot
