@@ -119,6 +119,9 @@ mutant "a refused layered check that releases nothing it held" \
     "a_refused_check_releases_its_hold a_release_races_an_admission_in_its_gcra_layer
      a_release_races_an_admission_in_its_window_layer" \
     's/Sealed::release\(self\.algorithm\(\), state, held, cost, now\)/state/' src/layers/mod.rs
+mutant "a refused layered check that releases nothing it held on a key" \
+    "a_refused_layered_check_releases_its_hold_on_a_key" \
+    's/\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/((), state)/' src/layers/mod.rs
 mutant "a GCRA release that gives nothing back once another request was admitted" \
     "a_release_races_an_admission_in_its_gcra_layer" \
     's/state\.saturating_sub\(hold\.saturating_sub\(run_into\)\)/state/' src/algorithm/gcra.rs

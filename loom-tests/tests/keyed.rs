@@ -20,7 +20,8 @@
 //! - a reset of every key racing a decision on a live key, or the reuse of an idle slot by a new
 //!   key;
 //! - the cancel of X's reservation racing another reservation of X, or the reuse of X's idle
-//!   slot by key Y.
+//!   slot by key Y;
+//! - a layered check holding X's slot, refused by a later layer, racing another request of X.
 //!
 //! Each asserts the exact outcome every interleaving must produce: one slot per key, every
 //! decision counted in it, and no decision about one key touching another's state.
@@ -33,7 +34,8 @@ use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
-use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota};
+use tollgate::layers::Layers;
+use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota, RateLimiter};
 
 /// Hashes a `u64` key to itself, so a model chooses where keys go.
 #[derive(Clone, Copy, Default)]
@@ -607,5 +609,37 @@ fn a_cancel_races_the_reuse_of_its_idle_slot() {
         );
         let stats = limiter.stats();
         assert_eq!((stats.occupied, stats.reuses), (2, 1));
+    });
+}
+
+#[test]
+fn a_refused_layered_check_releases_its_hold_on_a_key() {
+    loom::model(|| {
+        // X (3 per hour, 1 spent) and a global layer with room for 1, checked together, race a
+        // check of the global layer alone and a check of X alone: the layered check holds X's
+        // slot at most while it is admitted, and X ends with exactly the admissions made.
+        let limiter = table(Quota::per_hour(3).unwrap());
+        limiter.check_key(&X).unwrap();
+        let global = Arc::new(RateLimiter::with_clock(
+            Gcra::from(Quota::per_hour(1).unwrap()),
+            ManualClock::new(),
+        ));
+        let layered = {
+            let (limiter, global) = (Arc::clone(&limiter), Arc::clone(&global));
+            thread::spawn(move || (limiter.layer(&X), &*global).check_all(1).is_ok())
+        };
+        let alone = {
+            let global = Arc::clone(&global);
+            thread::spawn(move || global.check().is_ok())
+        };
+        let other = spawn_check(&limiter, X);
+        let (layered, alone, other) = (
+            layered.join().unwrap(),
+            alone.join().unwrap(),
+            other.join().unwrap(),
+        );
+        assert!(layered ^ alone && other, "layered {layered}, alone {alone}");
+        assert_eq!(limiter.peek_key(&X).remaining(), 1 - u64::from(layered));
+        assert_eq!(limiter.stats().occupied, 1);
     });
 }
