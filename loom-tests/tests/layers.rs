@@ -41,7 +41,7 @@ fn release_races<A: Algorithm + Copy + 'static>(first: A, busy: bool) {
         let other = busy.then(|| spawn_check(&first));
         let layered = layered.join().unwrap();
         let alone = alone.join().unwrap();
-        let other = other.map_or(false, |h| h.join().unwrap());
+        let other = other.is_some_and(|h| h.join().unwrap());
         assert!(layered ^ alone, "layered {layered}, alone {alone}");
         assert!(!busy || other);
         let held = u64::from(layered) + u64::from(other);
