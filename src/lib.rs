@@ -66,6 +66,31 @@
 //! [`KeyedSlidingLog`] is the exact sliding log per key, for low-frequency limits ("3 per day"):
 //! locked shards, at most `limit` timestamps per key, a bounded number of keys.
 //!
+//! # Shaping and layered limits
+//!
+//! [`RateLimiter::reserve`] and [`KeyedRateLimiter::reserve_key`] admit a GCRA request now into
+//! the schedule, to proceed at its turn instead of being refused: see the [`reservation`]
+//! module, [`RateLimiter::wait`], and `until_ready` with the `tokio` feature. A tuple of
+//! limiters, and keys of keyed ones, is checked all or nothing with
+//! [`check_all`](layers::Layers::check_all): see the [`layers`] module.
+//!
+//! ```
+//! use std::time::Duration;
+//! use tollgate::layers::Layers;
+//! use tollgate::{KeyedRateLimiter, Quota, RateLimiter};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let upstream = RateLimiter::gcra(Quota::per_second(1_000)?.with_burst(1)?);
+//! upstream.wait(1, Duration::from_millis(100))?; // at once
+//! upstream.wait(1, Duration::from_millis(100))?; // a millisecond later
+//!
+//! let per_user = KeyedRateLimiter::<str>::gcra(Quota::per_second(5)?, 1_000)?;
+//! (per_user.layer("alice"), &upstream).check_all(1).unwrap_err(); // upstream: not yet
+//! assert_eq!(per_user.peek_key("alice").remaining(), 5); // and nothing taken from alice
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Which algorithm
 //!
 //! | you want | use |
@@ -108,7 +133,8 @@
 //!   keyed slot table of 128-bit `(tag, state)` slots; their `# Orderings` section argues every
 //!   memory ordering, and the [implementation notes](implementation) the table's protocol.
 //! - [`RateLimiter`] and [`KeyedRateLimiter`]: the public types joining them; [`KeyedSlidingLog`]
-//!   for the exact log.
+//!   for the exact log; [`reservation`]: GCRA requests admitted for a later turn.
+//! - [`layers`]: several limiters checked all or nothing.
 //! - `reference` (with the `reference` feature): obviously-correct models of every algorithm,
 //!   and harnesses that replay a limiter against them, for tests of this crate and of other
 //!   backends.

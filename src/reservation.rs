@@ -17,7 +17,7 @@
 //! gives back nothing: they were promised their times on the assumption that it would run, and
 //! the schedule, one timestamp, cannot hold a gap. Cancelling several reservations in the
 //! reverse order of their making therefore gives all of them back. Dropping a reservation keeps
-//! it; the futures of [`Reservation::ready`] and of the limiters' `until_ready` cancel theirs
+//! it; the futures of `Reservation::ready` and of the limiters' `until_ready` (the `tokio` feature) cancel theirs
 //! when they are dropped before their time.
 //!
 //! A reservation made before a [`reset`](crate::RateLimiter::reset) should not be cancelled
@@ -54,7 +54,7 @@ use crate::store::{Probe, StateCell, Table};
 ///
 /// Dropping it keeps the place (the request was admitted); [`cancel`](Reservation::cancel) gives
 /// it back if nothing depends on it (see the [module docs](self)). Wait for it with
-/// [`wait`](Reservation::wait) (blocking) or [`ready`](Reservation::ready) (async, with the
+/// [`wait`](Reservation::wait) (blocking) or `ready` (async, with the
 /// `tokio` feature).
 ///
 /// ```
@@ -179,7 +179,7 @@ impl<'a, C: Clock> Reservation<'a, C> {
     }
 
     /// Adds a random delay of up to `jitter` to the wait of [`wait`](Reservation::wait) and
-    /// [`ready`](Reservation::ready), for callers that must not all act at once (retries against
+    /// `ready`, for callers that must not all act at once (retries against
     /// a shared upstream). The reserved time itself does not move: the request only ever wakes
     /// later than its turn.
     ///
