@@ -131,6 +131,62 @@ impl RedisGcra {
         (in_units(decision, RedisGcra::UNIT), next)
     }
 
+    /// A reservation of `cost` at `now` (microseconds since the Unix epoch) for a key whose
+    /// stored state is `state`, waiting at most `max_wait` microseconds (capped at 2^52 µs less
+    /// the tolerance, which keeps every stored TAT exact in the script): `Ok(wait)` and the
+    /// state to store, or `Err(retry_after)` (the wait beyond `max_wait`) and the state
+    /// unchanged. What the reservation script replies and writes, computed by
+    /// [`Gcra::reserve`](crate::Gcra::reserve).
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let gcra = RedisGcra::new(&Quota::per_second(2).unwrap()).unwrap();
+    /// let (first, state) = gcra.reserve(0, 10_000_000, 2, 0);
+    /// assert_eq!((first, state), (Ok(0), 11_000_000));
+    /// let (second, state) = gcra.reserve(state, 10_000_000, 1, 1_000_000);
+    /// assert_eq!((second, state), (Ok(500_000), 11_500_000));
+    /// assert_eq!(gcra.reserve(state, 10_000_000, 1, 0).0, Err(1_000_000));
+    /// ```
+    pub fn reserve(
+        &self,
+        state: u64,
+        now: u64,
+        cost: u64,
+        max_wait: u64,
+    ) -> (Result<u64, u64>, u64) {
+        use crate::algorithm::Transition;
+        let micros = Gcra::in_units(self.interval, self.burst);
+        let max_wait = max_wait.min((1 << 52) - self.interval * self.burst);
+        let now = Nanos::from_nanos(now);
+        match micros.reserve(state, now, cost, Nanos::from_nanos(max_wait)) {
+            Transition::Allow { state: next } if cost > 0 => (
+                Ok(micros.ready_at(next, now).as_nanos() - now.as_nanos()),
+                next,
+            ),
+            Transition::Allow { .. } => (Ok(0), state),
+            Transition::Deny { retry_after } => (Err(retry_after.as_nanos()), state),
+        }
+    }
+
+    /// The cancel of a reservation that moved a key's state from `before` to `after`, for a key
+    /// whose stored state is `state`: `(true, before)` if the state is still `after`, else
+    /// `(false, state)`. What the cancel script replies and writes.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let gcra = RedisGcra::new(&Quota::per_second(2).unwrap()).unwrap();
+    /// assert_eq!(gcra.cancel(11_500_000, [11_000_000, 11_500_000]), (true, 11_000_000));
+    /// assert_eq!(gcra.cancel(12_000_000, [11_000_000, 11_500_000]), (false, 12_000_000));
+    /// ```
+    #[must_use]
+    pub fn cancel(&self, state: u64, [before, after]: [u64; 2]) -> (bool, u64) {
+        if state == after {
+            (true, before)
+        } else {
+            (false, state)
+        }
+    }
+
     /// A lease of budget for a key whose stored state is `state`, at `now` (microseconds since
     /// the Unix epoch), and the state to store: what the lease script replies and writes, the
     /// specification it is tested against. First `give_back` (what the caller's last lease left

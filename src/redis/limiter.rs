@@ -14,7 +14,8 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
 use super::lease::Lease;
-use super::script::{decisions, LEASE};
+use super::reservation::RedisReservation;
+use super::script::{decisions, CANCEL, LEASE, RESERVE};
 use super::{Error, LeaseGrant, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisSlidingWindow};
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, InsufficientCapacity};
@@ -238,6 +239,101 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
                 }))
             }
             _ => Err(Error::Reply(format!("{reply:?}"))),
+        }
+    }
+
+    /// One round trip of the reservation script on `key` (the limiter's algorithm must be GCRA),
+    /// at the server's time or at `now`. If Redis cannot be asked or does not reply within the
+    /// timeout, the fallback decides as for a check: a turn at once, recorded nowhere, or a
+    /// refusal.
+    pub(super) async fn reserve(
+        &self,
+        key: Vec<u8>,
+        cost: u64,
+        max_wait: Duration,
+        now: Option<u64>,
+    ) -> Result<RedisReservation<C>, Error> {
+        let RedisAlgorithm::Gcra(gcra) = self.shared.algorithm else {
+            return Err(Error::Unsupported("a reservation needs GCRA"));
+        };
+        InsufficientCapacity::check(cost, gcra.burst())?;
+        // The script caps the wait further, below 2^52 µs; this keeps the argument an integer
+        // it reads exactly.
+        let max_wait = u64::try_from(max_wait.as_micros()).map_or(1 << 52, |us| us.min(1 << 52));
+        let mut invocation = RESERVE.prepare_invoke();
+        invocation
+            .key(&key[..])
+            .arg(0)
+            .arg(now.map_or(String::new(), |now| now.to_string()));
+        for arg in gcra.args().into_iter().chain([cost, max_wait]) {
+            invocation.arg(arg);
+        }
+        let mut conn = self.conn.clone();
+        let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
+        let counters = &self.shared.counters;
+        let reply = match tokio::time::timeout(self.shared.timeout, round_trip).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
+            Ok(Err(_)) => return self.reserve_fallback(key, cost),
+            Err(_elapsed) => {
+                counters.timeouts.fetch_add(1, Relaxed);
+                return self.reserve_fallback(key, cost);
+            }
+        };
+        counters.decisions.fetch_add(1, Relaxed);
+        let field = |i: usize| reply.get(i).and_then(|&f| u64::try_from(f).ok());
+        match (reply.len(), field(0), field(1), field(2), field(3)) {
+            (4, Some(1), Some(wait), Some(before), Some(after)) => Ok(RedisReservation::new(
+                self.clone(),
+                key,
+                (before != after).then_some([before, after]),
+                Duration::from_micros(wait),
+            )),
+            (4, Some(0), Some(retry_after), Some(_), Some(_)) => Err(Error::Denied(Denied::new(
+                Nanos::from_nanos(retry_after.saturating_mul(RedisGcra::UNIT)),
+            ))),
+            _ => Err(Error::Reply(format!("{reply:?}"))),
+        }
+    }
+
+    /// A reservation decided by the fallback, as a check: at once or refused.
+    fn reserve_fallback(&self, key: Vec<u8>, cost: u64) -> Result<RedisReservation<C>, Error> {
+        let decision = self.fallback(&key, cost);
+        decision.into_check()?;
+        Ok(RedisReservation::new(
+            self.clone(),
+            key,
+            None,
+            Duration::ZERO,
+        ))
+    }
+
+    /// One round trip of the cancel script on `key`, for a reservation that moved its state
+    /// from `before` to `after`: whether it was given back.
+    pub(super) async fn cancel(
+        &self,
+        key: &[u8],
+        [before, after]: [u64; 2],
+        now: Option<u64>,
+    ) -> Result<bool, Error> {
+        let mut invocation = CANCEL.prepare_invoke();
+        invocation
+            .key(key)
+            .arg(0)
+            .arg(now.map_or(String::new(), |now| now.to_string()))
+            .arg(before)
+            .arg(after);
+        let mut conn = self.conn.clone();
+        let round_trip = invocation.invoke_async::<i64>(&mut conn);
+        match tokio::time::timeout(self.shared.timeout, round_trip).await {
+            Ok(Ok(given)) => Ok(given == 1),
+            Ok(Err(err)) => Err(Error::Redis(err)),
+            Err(_elapsed) => {
+                self.shared.counters.timeouts.fetch_add(1, Relaxed);
+                Err(Error::Reply(
+                    "no reply to a cancel within the timeout".into(),
+                ))
+            }
         }
     }
 
@@ -618,6 +714,65 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         self.remote.call(&key, cost, Mode::Peek, Some(now)).await
     }
 
+    /// Admits a request of `cost` for `key` now into the key's shared GCRA schedule, to proceed
+    /// at its turn, if that is at most `max_wait` from now (a wait of zero is a check): the
+    /// local [`reserve_key`](crate::KeyedRateLimiter::reserve_key) on Redis, one round trip.
+    /// When Redis cannot be asked the fallback decides as for a check.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Denied`] if the wait would exceed `max_wait` (nothing is reserved);
+    /// [`Error::InsufficientCapacity`] for a cost above the burst; [`Error::Unsupported`] if
+    /// the limiter's algorithm is not GCRA; [`Error::Redis`] if Redis refused the script.
+    pub async fn reserve_key(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<RedisReservation<C>, Error> {
+        let key = self.key(key.as_ref());
+        self.remote.reserve(key, cost, max_wait, None).await
+    }
+
+    /// Waits on tokio's timer until a request of `cost` for `key` may proceed, if that is at
+    /// most `max_wait` from now: [`reserve_key`](Self::reserve_key), then
+    /// [`RedisReservation::ready`]. Dropped before it completes, the future gives its place
+    /// back.
+    ///
+    /// # Errors
+    ///
+    /// As for [`reserve_key`](Self::reserve_key), at once, without waiting.
+    pub async fn until_key_ready(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<(), Error>
+    where
+        C: 'static,
+    {
+        self.reserve_key(key, cost, max_wait).await?.ready().await;
+        Ok(())
+    }
+
+    /// [`reserve_key`](Self::reserve_key) at the time `now` (microseconds since the Unix
+    /// epoch), waiting at most `max_wait`: see [`decide_key_at`](Self::decide_key_at).
+    ///
+    /// # Errors
+    ///
+    /// As for [`reserve_key`](Self::reserve_key).
+    #[cfg(feature = "reference")]
+    pub async fn reserve_key_at(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        max_wait: Duration,
+        now: u64,
+    ) -> Result<RedisReservation<C>, Error> {
+        let key = self.key(key.as_ref());
+        self.remote.reserve(key, cost, max_wait, Some(now)).await
+    }
+
     /// The counters of decisions Redis made and of those the fallback made, shared by the
     /// limiter's clones.
     #[must_use]
@@ -769,6 +924,36 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
     /// As for [`RedisKeyedRateLimiter::decide_key`].
     pub async fn peek_n(&self, cost: u64) -> Result<Decision, Error> {
         self.remote.call(&self.key, cost, Mode::Peek, None).await
+    }
+
+    /// Admits a request of `cost` now into the shared GCRA schedule, to proceed at its turn, if
+    /// that is at most `max_wait` from now: as [`RedisKeyedRateLimiter::reserve_key`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`RedisKeyedRateLimiter::reserve_key`].
+    pub async fn reserve(
+        &self,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<RedisReservation<C>, Error> {
+        self.remote
+            .reserve(self.key.to_vec(), cost, max_wait, None)
+            .await
+    }
+
+    /// Waits until a request of `cost` may proceed, if that is at most `max_wait` from now: as
+    /// [`RedisKeyedRateLimiter::until_key_ready`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`reserve`](Self::reserve), at once, without waiting.
+    pub async fn until_ready(&self, cost: u64, max_wait: Duration) -> Result<(), Error>
+    where
+        C: 'static,
+    {
+        self.reserve(cost, max_wait).await?.ready().await;
+        Ok(())
     }
 
     /// The counters of decisions Redis made and of those the fallback made.

@@ -82,6 +82,7 @@ mod gcra;
 mod lease;
 mod leased;
 mod limiter;
+mod reservation;
 mod script;
 mod sliding_window;
 mod window;
@@ -93,6 +94,7 @@ pub use gcra::{LeaseGrant, RedisGcra};
 pub use lease::Lease;
 pub use leased::{LeaseStats, LeasedKeyedRateLimiter};
 pub use limiter::{RedisBuilder, RedisKeyedRateLimiter, RedisRateLimiter};
+pub use reservation::RedisReservation;
 pub use sliding_window::RedisSlidingWindow;
 
 use core::fmt;
@@ -122,8 +124,11 @@ pub enum Error {
     /// Redis could not be asked, or replied with an error (a key that holds something other
     /// than a state of this limiter, for one).
     Redis(::redis::RedisError),
-    /// Redis replied with something the script never returns.
+    /// Redis replied with something the script never returns (or nothing within the timeout,
+    /// to a cancel).
     Reply(String),
+    /// The limiter's algorithm cannot do this: reservations need GCRA.
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -133,6 +138,7 @@ impl fmt::Display for Error {
             Error::InsufficientCapacity(err) => err.fmt(f),
             Error::Redis(err) => write!(f, "redis: {err}"),
             Error::Reply(reply) => write!(f, "redis replied {reply}, not a decision"),
+            Error::Unsupported(what) => write!(f, "unsupported: {what}"),
         }
     }
 }

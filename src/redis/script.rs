@@ -42,6 +42,22 @@ pub(super) static LEASE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// The reservation script: [`RedisGcra::reserve`](super::RedisGcra::reserve) on one key.
+pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/prelude.lua"),
+        include_str!("lua/reserve.lua"),
+    ))
+});
+
+/// The cancel script: [`RedisGcra::cancel`](super::RedisGcra::cancel) on one key.
+pub(super) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/prelude.lua"),
+        include_str!("lua/cancel.lua"),
+    ))
+});
+
 /// A decision whose times were computed in a unit of `unit` nanoseconds, with its times in the
 /// nanoseconds that a [`Decision`] holds.
 pub(super) fn in_units(decision: Decision, unit: u64) -> Decision {

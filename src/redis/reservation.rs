@@ -1,0 +1,141 @@
+//! Reservations on Redis: a GCRA request admitted now into a key's shared schedule, to proceed
+//! at its turn.
+
+use core::fmt;
+use core::time::Duration;
+
+use ::redis::aio::ConnectionLike;
+use tokio::time::Instant;
+
+use super::limiter::Remote;
+use super::Error;
+
+/// A request admitted into a Redis limiter's schedule, to proceed after
+/// [`delay`](RedisReservation::delay): made by
+/// [`RedisKeyedRateLimiter::reserve_key`](super::RedisKeyedRateLimiter::reserve_key) and
+/// [`RedisRateLimiter::reserve`](super::RedisRateLimiter::reserve).
+///
+/// It is the local [`Reservation`](crate::Reservation) on the key's shared state: every server
+/// that uses the key queues behind it, and [`cancel`](RedisReservation::cancel) gives it back
+/// when nothing was admitted for the key since (the same rule, applied by a script). The turn is
+/// measured on the Redis server's clock and waited for on this process's: the wait the script
+/// computed, from the moment its reply arrived.
+///
+/// Dropping it keeps the place; the future of [`ready`](RedisReservation::ready) gives it back
+/// when dropped before its time (with a task spawned on the current tokio runtime, since a
+/// cancel is a round trip).
+#[must_use = "a reservation holds a place in the schedule: wait for it, or cancel it"]
+pub struct RedisReservation<C> {
+    remote: Remote<C>,
+    key: Vec<u8>,
+    /// The key's TAT before and after, if the reservation was recorded (not by the fallback,
+    /// nor for a cost of 0).
+    held: Option<[u64; 2]>,
+    ready_at: Instant,
+}
+
+impl<C> RedisReservation<C> {
+    pub(super) fn new(
+        remote: Remote<C>,
+        key: Vec<u8>,
+        held: Option<[u64; 2]>,
+        wait: Duration,
+    ) -> RedisReservation<C> {
+        RedisReservation {
+            remote,
+            key,
+            held,
+            ready_at: Instant::now() + wait,
+        }
+    }
+
+    /// How long the request must still wait for its turn: zero once it may proceed.
+    #[must_use]
+    pub fn delay(&self) -> Duration {
+        self.ready_at.saturating_duration_since(Instant::now())
+    }
+
+    /// The moment, on tokio's clock, at which the request may proceed.
+    #[must_use]
+    pub fn ready_at(&self) -> Instant {
+        self.ready_at
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
+    /// Gives the reservation back if nothing was admitted for the key since (see
+    /// [`Reservation::cancel`](crate::Reservation::cancel)): `Ok(true)` if it was, `Ok(false)`
+    /// if not or if it was never recorded (a cost of 0, or decided by the fallback).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Redis`] if Redis cannot be asked or refuses the script; [`Error::Reply`] if it
+    /// does not reply within the limiter's timeout (the place may then have been given back or
+    /// not).
+    pub async fn cancel(self) -> Result<bool, Error> {
+        match self.held {
+            Some(held) => self.remote.cancel(&self.key, held, None).await,
+            None => Ok(false),
+        }
+    }
+
+    /// [`cancel`](RedisReservation::cancel) at the time `now` (microseconds since the Unix
+    /// epoch), for tests that replay the scripts against [`RedisGcra::cancel`](super::RedisGcra::cancel).
+    ///
+    /// # Errors
+    ///
+    /// As for [`cancel`](RedisReservation::cancel).
+    #[cfg(feature = "reference")]
+    pub async fn cancel_at(self, now: u64) -> Result<bool, Error> {
+        match self.held {
+            Some(held) => self.remote.cancel(&self.key, held, Some(now)).await,
+            None => Ok(false),
+        }
+    }
+
+    /// The key's TAT before and after the reservation, if it was recorded: for tests.
+    #[cfg(feature = "reference")]
+    #[must_use]
+    pub fn held(&self) -> Option<[u64; 2]> {
+        self.held
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisReservation<C> {
+    /// Waits on tokio's timer until the request's turn. Dropped before then, the future gives
+    /// the place back (a cancel spawned on the current runtime).
+    pub async fn ready(self) {
+        let ready_at = self.ready_at;
+        let mut pending = CancelOnDrop(Some(self));
+        tokio::time::sleep_until(ready_at).await;
+        pending.0 = None;
+    }
+}
+
+/// A reservation that a dropped future gives back.
+struct CancelOnDrop<C: ConnectionLike + Clone + Send + Sync + 'static>(Option<RedisReservation<C>>);
+
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Drop for CancelOnDrop<C> {
+    fn drop(&mut self) {
+        if let Some(reservation) = self.0.take() {
+            if reservation.held.is_some() {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        let _ = reservation.cancel().await;
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The key and the delay.
+impl<C> fmt::Debug for RedisReservation<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisReservation")
+            .field("key", &String::from_utf8_lossy(&self.key))
+            .field("ready_at", &self.ready_at)
+            .field("recorded", &self.held.is_some())
+            .finish()
+    }
+}
