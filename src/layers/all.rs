@@ -200,6 +200,11 @@ pub struct LayeredDecision {
 }
 
 impl LayeredDecision {
+    /// The decision of the layer at `layer`.
+    pub(crate) const fn new(layer: usize, decision: Decision) -> LayeredDecision {
+        LayeredDecision { layer, decision }
+    }
+
     /// Whether every layer admitted the request.
     ///
     /// ```

@@ -47,6 +47,15 @@ impl RedisAlgorithm {
         }
     }
 
+    /// The algorithm's number in the all-or-nothing script, with its parameters.
+    pub(super) fn layer_args(&self) -> (u8, [u64; 3]) {
+        match self {
+            RedisAlgorithm::Gcra(gcra) => (1, gcra.args()),
+            RedisAlgorithm::SlidingWindow(window) => (2, window.args()),
+            RedisAlgorithm::FixedWindow(window) => (3, window.args()),
+        }
+    }
+
     /// The script, with its parameters and the nanoseconds in the unit of its replies' times.
     pub(super) fn script(&self) -> (&'static Script, [u64; 3], u64) {
         match self {

@@ -15,11 +15,12 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
 use super::lease::Lease;
 use super::reservation::RedisReservation;
-use super::script::{decisions, CANCEL, LEASE, RESERVE};
+use super::script::{decisions, CANCEL, LAYERED, LEASE, RESERVE};
 use super::{Error, LeaseGrant, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisSlidingWindow};
 use crate::clock::Nanos;
 use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
+use crate::layers::LayeredDecision;
 use crate::quota::Quota;
 
 /// What the script is asked to do with its key.
@@ -34,6 +35,13 @@ pub(super) enum Mode {
 pub(super) struct Remote<C> {
     conn: C,
     shared: Arc<Shared>,
+}
+
+impl<C> Remote<C> {
+    /// The algorithm the scripts apply.
+    pub(super) fn algorithm(&self) -> &RedisAlgorithm {
+        &self.shared.algorithm
+    }
 }
 
 /// What a limiter's clones share.
@@ -348,6 +356,102 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
     }
 }
 
+/// One round trip of the all-or-nothing script over `layers` (each a limiter's connection and
+/// algorithm, and a key's name), run on the first layer's connection, at the server's time or at
+/// `now`. If Redis cannot be asked or does not reply within the first layer's timeout, each
+/// layer's fallback is looked at, and decides only if every one of them admits.
+pub(super) async fn layered<C: ConnectionLike + Clone + Send + Sync>(
+    layers: &[(&Remote<C>, &[u8])],
+    cost: u64,
+    now: Option<u64>,
+) -> Result<LayeredDecision, Error> {
+    let Some(&(first, _)) = layers.first() else {
+        return Err(Error::Unsupported("an all-or-nothing check needs a layer"));
+    };
+    for (remote, _) in layers {
+        InsufficientCapacity::check(cost, remote.shared.algorithm.capacity())?;
+    }
+    let mut invocation = LAYERED.prepare_invoke();
+    invocation
+        .arg(0)
+        .arg(now.map_or(String::new(), |now| now.to_string()));
+    for (remote, key) in layers {
+        let (id, args) = remote.shared.algorithm.layer_args();
+        invocation.key(*key).arg(id);
+        for arg in args {
+            invocation.arg(arg);
+        }
+        invocation.arg(cost);
+    }
+    let mut conn = first.conn.clone();
+    let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
+    let reply = match tokio::time::timeout(first.shared.timeout, round_trip).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
+        Ok(Err(_)) => return Ok(layered_fallback(layers, cost)),
+        Err(_elapsed) => {
+            first.shared.counters.timeouts.fetch_add(1, Relaxed);
+            return Ok(layered_fallback(layers, cost));
+        }
+    };
+    let unexpected = || Error::Reply(format!("{reply:?}"));
+    let (&refused, fields) = reply.split_first().ok_or_else(unexpected)?;
+    if fields.len() != 5 * layers.len() {
+        return Err(unexpected());
+    }
+    let mut decided = Vec::with_capacity(layers.len());
+    for ((remote, _), fields) in layers.iter().zip(fields.chunks(5)) {
+        remote.shared.counters.decisions.fetch_add(1, Relaxed);
+        let (_, _, unit) = remote.shared.algorithm.script();
+        decided.extend(decisions(fields, 1, unit)?);
+    }
+    let decisions = decided;
+    match usize::try_from(refused) {
+        Ok(0) => Ok(binding(&decisions)),
+        Ok(layer) if layer <= layers.len() && !decisions[layer - 1].is_allowed() => {
+            Ok(LayeredDecision::new(layer - 1, decisions[layer - 1]))
+        }
+        _ => Err(unexpected()),
+    }
+}
+
+/// Of admitted layers' decisions, the one with the least remaining (the first on a tie).
+fn binding(decisions: &[Decision]) -> LayeredDecision {
+    let (layer, decision) = decisions
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, d)| d.remaining())
+        .expect("a layer");
+    LayeredDecision::new(layer, *decision)
+}
+
+/// The layers' fallbacks, all or nothing: each looked at, then, if all admit, each deciding.
+fn layered_fallback<C>(layers: &[(&Remote<C>, &[u8])], cost: u64) -> LayeredDecision {
+    let mut refused: Option<(usize, Decision)> = None;
+    for (i, (remote, key)) in layers.iter().enumerate() {
+        let shared = &remote.shared;
+        shared.counters.unavailable.fetch_add(1, Relaxed);
+        let look = shared.fallback.peek(key, cost, shared.algorithm.capacity());
+        if !look.is_allowed() && refused.map_or(true, |(_, r)| look.retry_after() > r.retry_after())
+        {
+            refused = Some((i, look));
+        }
+    }
+    if let Some((layer, decision)) = refused {
+        return LayeredDecision::new(layer, decision);
+    }
+    let decisions: Vec<Decision> = layers
+        .iter()
+        .map(|(remote, key)| {
+            let shared = &remote.shared;
+            shared
+                .fallback
+                .decide(key, cost, shared.algorithm.capacity())
+        })
+        .collect();
+    binding(&decisions)
+}
+
 /// Whether `err` says that Redis could not be asked (it is down or unreachable, the connection
 /// broke, a cluster is reconfiguring), rather than that it refused the script: the errors the
 /// fallback decides for.
@@ -508,6 +612,16 @@ pub struct RedisKeyedRateLimiter<C = ConnectionManager> {
 }
 
 impl<C> RedisKeyedRateLimiter<C> {
+    /// The connection and what its decisions need.
+    pub(super) fn remote(&self) -> &Remote<C> {
+        &self.remote
+    }
+
+    /// The prefix of its keys' names.
+    pub(super) fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
     /// Starts configuring a limiter per key that applies `algorithm` on the connection `conn`
     /// (a `ConnectionManager`, which reconnects, or a cluster connection), its keys stored under
     /// `prefix`.
@@ -845,6 +959,16 @@ pub struct RedisRateLimiter<C = ConnectionManager> {
 }
 
 impl<C> RedisRateLimiter<C> {
+    /// The connection and what its decisions need.
+    pub(super) fn remote(&self) -> &Remote<C> {
+        &self.remote
+    }
+
+    /// The name of the limiter's one state.
+    pub(super) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
     /// Starts configuring a limiter that applies `algorithm` on the connection `conn`, its
     /// state stored under `key`.
     pub fn builder(

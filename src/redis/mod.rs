@@ -79,6 +79,7 @@ mod algorithm;
 mod fallback;
 mod fixed_window;
 mod gcra;
+mod layers;
 mod lease;
 mod leased;
 mod limiter;
@@ -91,6 +92,9 @@ pub use algorithm::RedisAlgorithm;
 pub use fallback::{Fallback, RedisStats};
 pub use fixed_window::RedisFixedWindow;
 pub use gcra::{LeaseGrant, RedisGcra};
+#[cfg(feature = "reference")]
+pub use layers::decide_all_at;
+pub use layers::{check_all, decide_all, RedisLayer};
 pub use lease::Lease;
 pub use leased::{LeaseStats, LeasedKeyedRateLimiter};
 pub use limiter::{RedisBuilder, RedisKeyedRateLimiter, RedisRateLimiter};

@@ -42,6 +42,17 @@ pub(super) static LEASE: LazyLock<Script> = LazyLock::new(|| {
     ))
 });
 
+/// The all-or-nothing script over keys of several limiters: each layer's algorithm on its key.
+pub(super) static LAYERED: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/prelude.lua"),
+        include_str!("lua/gcra.lua"),
+        include_str!("lua/sliding_window.lua"),
+        include_str!("lua/fixed_window.lua"),
+        include_str!("lua/layered.lua"),
+    ))
+});
+
 /// The reservation script: [`RedisGcra::reserve`](super::RedisGcra::reserve) on one key.
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(

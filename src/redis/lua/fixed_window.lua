@@ -3,52 +3,54 @@
 -- milliseconds since the Unix epoch. A key's value is `window:count`, the index of the window
 -- it was last written in and its count.
 --
--- ARGV[3]  the window, milliseconds (P)
--- ARGV[4]  the limit per window: the capacity
--- ARGV[5]  unused
-local period = tonumber(ARGV[3])
-local capacity = tonumber(ARGV[4])
-local limit = capacity
-local now = div(now_us, 1000)
--- The last window a time the scripts take can fall in: a stored index past it is foreign.
-local last_window = div(div(4503599627370495, 1000), period)
+-- The parameters: the window, milliseconds (P), and the limit per window: the capacity.
+-- `fixed_window(...)` returns the `decide` of those, the capacity, and the microseconds in the
+-- unit of its times.
+local function fixed_window(period, capacity)
+    local limit = capacity
+    local now = div(now_us, 1000)
+    -- The last window a time the scripts take can fall in: a stored index past it is foreign.
+    local last_window = div(div(4503599627370495, 1000), period)
 
-local function decide(key, cost)
-    local stored, count = 0, 0
-    local value = redis.call('GET', key)
-    if value then
-        local w, c = string.match(value, '^(%d+):(%d+)$')
-        stored, count = integer(w, last_window), integer(c, limit)
-        if not (stored and count) then
-            return nil, not_a_state(key, 'fixed-window')
+    local function decide(key, cost)
+        local stored, count = 0, 0
+        local value = get(key)
+        if value then
+            local w, c = string.match(value, '^(%d+):(%d+)$')
+            stored, count = integer(w, last_window), integer(c, limit)
+            if not (stored and count) then
+                return nil, not_a_state(key, 'fixed-window')
+            end
         end
-    end
 
-    -- The window of the decision; a time before the stored window counts in it, `delay` later.
-    local index, elapsed, delay = div(now, period), 0, 0
-    if index > stored then
-        elapsed, count = now - index * period, 0
-    elseif index == stored then
-        elapsed = now - index * period
-    else
-        index, delay = stored, stored * period - now
-    end
-    local until_next = delay + period - elapsed
+        -- The window of the decision; a time before the stored window counts in it, `delay` later.
+        local index, elapsed, delay = div(now, period), 0, 0
+        if index > stored then
+            elapsed, count = now - index * period, 0
+        elseif index == stored then
+            elapsed = now - index * period
+        else
+            index, delay = stored, stored * period - now
+        end
+        local until_next = delay + period - elapsed
 
-    if cost == 0 or count + cost <= limit then
-        local after = count + cost
+        if cost == 0 or count + cost <= limit then
+            local after = count + cost
+            local reset = 0
+            if after > 0 then
+                reset = until_next
+            end
+            if cost == 0 then
+                return 1, limit - after, 0, reset
+            end
+            return 1, limit - after, 0, reset, string.format('%.0f:%.0f', index, after), reset
+        end
         local reset = 0
-        if after > 0 then
+        if count > 0 then
             reset = until_next
         end
-        if cost == 0 then
-            return 1, limit - after, 0, reset
-        end
-        return 1, limit - after, 0, reset, string.format('%.0f:%.0f', index, after), reset
+        return 0, limit - count, until_next, reset
     end
-    local reset = 0
-    if count > 0 then
-        reset = until_next
-    end
-    return 0, limit - count, until_next, reset
+    return decide, capacity, 1000
 end
+local decider = fixed_window

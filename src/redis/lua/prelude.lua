@@ -53,6 +53,17 @@ local function integer(text, max)
     return n
 end
 
+-- A key's value: what an all-or-nothing script has decided to write to it and not yet written,
+-- or what Redis holds (false for nothing).
+local pending = {}
+local function get(key)
+    local value = pending[key]
+    if value ~= nil then
+        return value
+    end
+    return redis.call('GET', key)
+end
+
 local function not_a_state(key, algorithm)
     return redis.error_reply('tollgate: the value of ' .. key .. ' is not a ' .. algorithm ..
         ' state')

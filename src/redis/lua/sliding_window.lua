@@ -3,89 +3,91 @@
 -- milliseconds since the Unix epoch. A key's value is `window:previous:current`, the index of
 -- the window it was last written in and the two counts.
 --
--- ARGV[3]  the window, milliseconds (P)
--- ARGV[4]  the limit per window: the capacity
--- ARGV[5]  unused
+-- The parameters: the window, milliseconds (P), and the limit per window: the capacity.
+-- `sliding_window(...)` returns the `decide` of those, the capacity, and the microseconds in the
+-- unit of its times.
 --
 -- limit × P is at most 2^52 (the limiter refuses larger quotas), so every product below is
 -- exact.
-local period = tonumber(ARGV[3])
-local capacity = tonumber(ARGV[4])
-local limit = capacity
-local now = div(now_us, 1000)
--- The last window a time the scripts take can fall in: a stored index past it is foreign.
-local last_window = div(div(4503599627370495, 1000), period)
+local function sliding_window(period, capacity)
+    local limit = capacity
+    local now = div(now_us, 1000)
+    -- The last window a time the scripts take can fall in: a stored index past it is foreign.
+    local last_window = div(div(4503599627370495, 1000), period)
 
-local function decide(key, cost)
-    local stored, prev, cur = 0, 0, 0
-    local value = redis.call('GET', key)
-    if value then
-        local w, p, c = string.match(value, '^(%d+):(%d+):(%d+)$')
-        stored, prev, cur = integer(w, last_window), integer(p, limit),
-            integer(c, limit)
-        if not (stored and prev and cur) then
-            return nil, not_a_state(key, 'sliding-window')
+    local function decide(key, cost)
+        local stored, prev, cur = 0, 0, 0
+        local value = get(key)
+        if value then
+            local w, p, c = string.match(value, '^(%d+):(%d+):(%d+)$')
+            stored, prev, cur = integer(w, last_window), integer(p, limit),
+                integer(c, limit)
+            if not (stored and prev and cur) then
+                return nil, not_a_state(key, 'sliding-window')
+            end
         end
-    end
 
-    -- Where `now` falls: `elapsed` into the window `index`, `ahead` windows after the stored
-    -- one. A time before the stored window is judged at that window's start, `delay` later.
-    local index, ahead, elapsed, delay = div(now, period), 0, 0, 0
-    if index >= stored then
-        ahead, elapsed = index - stored, now - index * period
-    else
-        index, delay = stored, stored * period - now
-    end
-    if ahead == 1 then
-        prev, cur = cur, 0
-    elseif ahead > 1 then
-        prev, cur = 0, 0
-    end
-
-    -- What still fits: limit - cur - ceil(prev × (P - e) / P).
-    local function remaining(cur)
-        local weighted = div(prev * (period - elapsed) + period - 1, period)
-        return math.max(limit - cur - weighted, 0)
-    end
-    -- Until nothing weighs any more.
-    local function reset_after(cur)
-        local until_next = delay + period - elapsed
-        if cur > 0 then
-            return until_next + period
-        elseif prev > 0 then
-            return until_next
+        -- Where `now` falls: `elapsed` into the window `index`, `ahead` windows after the stored
+        -- one. A time before the stored window is judged at that window's start, `delay` later.
+        local index, ahead, elapsed, delay = div(now, period), 0, 0, 0
+        if index >= stored then
+            ahead, elapsed = index - stored, now - index * period
+        else
+            index, delay = stored, stored * period - now
         end
-        return 0
-    end
-
-    if cost == 0 then
-        return 1, remaining(cur), 0, reset_after(cur)
-    end
-    -- Admitted iff prev × (P - e) + (cur + cost) × P <= limit × P.
-    if cur + cost <= limit and prev * (period - elapsed) <= (limit - cur - cost) * period then
-        local after = cur + cost
-        local reset = reset_after(after)
-        return 1, remaining(after), 0, reset,
-            string.format('%.0f:%.0f:%.0f', index, prev, after), reset
-    end
-
-    -- The first moment the request fits: later in this window, where
-    -- prev × (P - e) <= (limit - cur - cost) × P ...
-    local retry_after
-    if prev > 0 and cur + cost <= limit then
-        local room = div((limit - cur - cost) * period, prev)
-        if room < period then
-            retry_after = delay + (period - room - elapsed)
+        if ahead == 1 then
+            prev, cur = cur, 0
+        elseif ahead > 1 then
+            prev, cur = 0, 0
         end
-    end
-    -- ... or in the next, where cur becomes the previous count:
-    -- cur × (P - e) <= (limit - cost) × P.
-    if not retry_after then
-        local room = period
-        if cur > 0 then
-            room = math.min(div((limit - cost) * period, cur), period)
+
+        -- What still fits: limit - cur - ceil(prev × (P - e) / P).
+        local function remaining(cur)
+            local weighted = div(prev * (period - elapsed) + period - 1, period)
+            return math.max(limit - cur - weighted, 0)
         end
-        retry_after = delay + (period - elapsed) + (period - room)
+        -- Until nothing weighs any more.
+        local function reset_after(cur)
+            local until_next = delay + period - elapsed
+            if cur > 0 then
+                return until_next + period
+            elseif prev > 0 then
+                return until_next
+            end
+            return 0
+        end
+
+        if cost == 0 then
+            return 1, remaining(cur), 0, reset_after(cur)
+        end
+        -- Admitted iff prev × (P - e) + (cur + cost) × P <= limit × P.
+        if cur + cost <= limit and prev * (period - elapsed) <= (limit - cur - cost) * period then
+            local after = cur + cost
+            local reset = reset_after(after)
+            return 1, remaining(after), 0, reset,
+                string.format('%.0f:%.0f:%.0f', index, prev, after), reset
+        end
+
+        -- The first moment the request fits: later in this window, where
+        -- prev × (P - e) <= (limit - cur - cost) × P ...
+        local retry_after
+        if prev > 0 and cur + cost <= limit then
+            local room = div((limit - cur - cost) * period, prev)
+            if room < period then
+                retry_after = delay + (period - room - elapsed)
+            end
+        end
+        -- ... or in the next, where cur becomes the previous count:
+        -- cur × (P - e) <= (limit - cost) × P.
+        if not retry_after then
+            local room = period
+            if cur > 0 then
+                room = math.min(div((limit - cost) * period, cur), period)
+            end
+            retry_after = delay + (period - elapsed) + (period - room)
+        end
+        return 0, remaining(cur), retry_after, reset_after(cur)
     end
-    return 0, remaining(cur), retry_after, reset_after(cur)
+    return decide, capacity, 1000
 end
+local decider = sliding_window
