@@ -212,12 +212,17 @@ impl Gcra {
     /// admitted since, and otherwise never less constraining than the TAT would be without the
     /// hold.
     ///
-    /// With admissions of total cost `D` since the hold, each step `max(TAT, t) + d·T` moves a
-    /// difference in its input by at most as much, so the TAT without the hold is at least
-    /// `state − c·T`; it is also at most `max(before, now) + D`, and `state` at least
-    /// `after + D`. Giving back `c·T` less the time the clock has run past the hold's start
-    /// (`after − c·T`) therefore never gives back too much, and gives back all of it while the
-    /// schedule stays ahead of the clock.
+    /// With admissions of total cost `D` since the hold, each at a time no later than `now`,
+    /// each step `max(TAT, t) + d·T` moves a difference in its input by at most as much, so the
+    /// TAT without the hold is at least `state − c·T`; it is also at most `max(before, now) + D`,
+    /// and `state` at least `after + D`. Giving back `c·T` less the time the clock has run past
+    /// the hold's start (`after − c·T`) therefore never gives back too much, and gives back all
+    /// of it while the schedule stays ahead of the clock.
+    ///
+    /// A reservation admitted since with a turn still to come (the TAT more than `τ` ahead of
+    /// the clock) was given that turn behind the hold, and keeps it: the hold then stays spent,
+    /// since a turn given back before it could be handed out again. A turn that has come is an
+    /// admission at that time, which the bound above covers.
     #[inline]
     pub(crate) fn release(
         &self,
@@ -228,6 +233,9 @@ impl Gcra {
     ) -> u64 {
         if state == after {
             return before;
+        }
+        if state > now.as_nanos() + self.tolerance {
+            return state;
         }
         let hold = cost * self.emission_interval;
         let run_into = now.as_nanos().saturating_sub(after.saturating_sub(hold));
@@ -488,6 +496,36 @@ mod tests {
         // An idle state decides like a fresh one.
         let now = Nanos::from_nanos(10);
         assert_eq!(g.decide(10, now, 1).0, g.decide(0, now, 1).0);
+    }
+
+    #[test]
+    fn a_release_keeps_a_hold_that_a_pending_reservation_queued_behind() {
+        // 1 per second, bursts of 1. A hold at t = 0 (TAT 1 s), then a reservation behind it
+        // (turn at 1 s, TAT 2 s). Giving the hold back would let a new reservation take the
+        // turn at 1 s again: the release keeps it while that turn is to come.
+        let g = gcra(1, 1000, 1);
+        let now = Nanos::ZERO;
+        let Transition::Allow { state: held } = g.transition(0, now, 1) else {
+            panic!()
+        };
+        let Transition::Allow { state: queued } = g.reserve(held, now, 1, Nanos::MAX) else {
+            panic!()
+        };
+        assert_eq!(g.ready_at(queued, now), Nanos::from_nanos(1000 * MS));
+        assert_eq!(g.release(queued, [0, held], 1, now), queued);
+        // Once that turn has come, the hold's share the clock has not run into is given back.
+        let later = Nanos::from_nanos(1000 * MS);
+        assert_eq!(g.release(queued, [0, held], 1, later), queued);
+        // With only immediate admissions since, all of it while the schedule is ahead.
+        let wide = gcra(2, 1000, 2);
+        let Transition::Allow { state: held } = wide.transition(0, now, 1) else {
+            panic!()
+        };
+        let Transition::Allow { state: other } = wide.transition(held, now, 1) else {
+            panic!()
+        };
+        assert_eq!(wide.release(other, [0, held], 1, now), 500 * MS);
+        assert_eq!(wide.release(held, [0, held], 1, now), 0);
     }
 
     proptest::proptest! {
