@@ -45,8 +45,9 @@
 //! another request for the room of a later layer. A release is exact when nothing was admitted
 //! in the layer since the hold, and for the window counters always (their counts add up); for
 //! GCRA after other admissions it gives back the hold less the time the clock ran into it since,
-//! never more than was taken (see the [implementation notes](crate::implementation)). An
-//! admitted check holds every layer, as if each had been checked alone.
+//! never more than was taken, and nothing while a [reservation](crate::reservation) queued
+//! behind the hold still waits for its turn (the turn the hold gave it could otherwise be handed
+//! out twice). An admitted check holds every layer, as if each had been checked alone.
 //!
 //! Each step is one layer's own compare-and-swap, with the orderings of any other decision:
 //! nothing is published from one layer to another, so the layers need no ordering between them.
