@@ -9,13 +9,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tollgate::layers::{LayerError, Layers};
+use tollgate::layers::{LayerError, Layers, ReserveAll};
 use tollgate::reference::{
-    all_or_nothing, FixedWindowCounter, Look, Model, SlidingWindowCounter, VirtualScheduling,
+    all_or_nothing, Booking, FixedWindowCounter, LendingBucket, Look, Model, SlidingWindowCounter,
+    VirtualScheduling,
 };
 use tollgate::{
-    CheckError, Decision, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Quota, RateLimiter,
-    SlidingWindow,
+    CheckError, Decision, FixedWindow, Gcra, KeyedRateLimiter, ManualClock, Nanos, Quota,
+    RateLimiter, SlidingWindow,
 };
 
 /// A request: milliseconds since the last one, its user, its cost, and whether it is decided
@@ -173,6 +174,67 @@ proptest! {
             }
             prop_assert_eq!(per_user.peek_key(&u).remaining(), user.look(now, 0).remaining);
             prop_assert_eq!(all.peek().remaining(), global_model.look(now, 0).remaining);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Reservations over two GCRA layers (a user's key, a global limiter) against a lending
+    /// bucket per layer and key: a reservation is admitted exactly when every layer's model
+    /// admits it with the wait allowed, its delay is the latest of the layers' turns, a refused
+    /// one takes nothing, and a cancel gives back exactly what the models give back.
+    #[test]
+    fn reservations_over_layers_are_all_or_nothing_lending_buckets(
+        user in (1u64..10, 100u64..3_000, 1u64..6),
+        global in (5u64..30, 100u64..2_000, 1u64..15),
+        ops in prop::collection::vec((0u8..4, 0u16..400, 0u8..3, 0u64..6, 0u64..2_000), 1..200),
+    ) {
+        let clock = ManualClock::starting_at(Duration::from_secs(100));
+        let (user_q, global_q) = (quota(user.0, user.1, user.2), quota(global.0, global.1, global.2));
+        let per_user = KeyedRateLimiter::<u8>::builder(Gcra::from(user_q)).capacity(16).clock(&clock).build().unwrap();
+        let all = RateLimiter::with_clock(Gcra::from(global_q), &clock);
+        let mut users: HashMap<u8, LendingBucket> = HashMap::new();
+        let mut global_model = LendingBucket::new(&global_q);
+        let mut live = Vec::new();
+        for (kind, ms, u, cost, wait_ms) in ops {
+            match kind {
+                0 | 1 => {
+                    let now = tollgate::Clock::now(&clock);
+                    let max_wait = Duration::from_millis(wait_ms);
+                    let got = (per_user.layer(&u), &all).reserve_all(cost, max_wait);
+                    if cost > user_q.burst() || cost > global_q.burst() {
+                        prop_assert!(got.is_err());
+                        continue;
+                    }
+                    let user_model = users.entry(u).or_insert_with(|| LendingBucket::new(&user_q));
+                    let wait = Nanos::from_duration(max_wait);
+                    let looks = [user_model.clone().reserve(now, cost, wait), global_model.clone().reserve(now, cost, wait)];
+                    let admitted = looks.iter().all(|b| matches!(b, Booking::Ready { .. }));
+                    prop_assert_eq!(got.is_ok(), admitted, "{:?}", looks);
+                    if let Ok(turn) = got {
+                        let (Booking::Ready { at: a, id: ua }, Booking::Ready { at: b, id: gb }) =
+                            (user_model.reserve(now, cost, wait), global_model.reserve(now, cost, wait)) else { unreachable!() };
+                        let latest = a.max(b).as_nanos() - now.as_nanos();
+                        prop_assert_eq!(turn.delay(), Duration::from_nanos(latest));
+                        live.push((u, ua, gb, turn));
+                    }
+                }
+                2 if !live.is_empty() => {
+                    let (u, ua, gb, turn) = live.remove(usize::from(ms) % live.len());
+                    let user_model = users.get_mut(&u).unwrap();
+                    let given = global_model.cancel(gb) & user_model.cancel(ua);
+                    prop_assert_eq!(turn.cancel(), given);
+                }
+                _ => clock.advance(Duration::from_millis(u64::from(ms))),
+            }
+            let now = tollgate::Clock::now(&clock);
+            for u in 0..3u8 {
+                let tokens = users.get(&u).map_or(user_q.burst(), |m| m.available(now));
+                prop_assert_eq!(per_user.peek_key(&u).remaining(), tokens);
+            }
+            prop_assert_eq!(all.peek().remaining(), global_model.available(now));
         }
     }
 }

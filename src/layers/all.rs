@@ -147,6 +147,11 @@ pub struct LayerError {
 }
 
 impl LayerError {
+    /// The refusal `error` by the layer at `layer`.
+    pub(crate) const fn new(layer: usize, error: CheckError) -> LayerError {
+        LayerError { layer, error }
+    }
+
     /// The index, in the tuple, of the layer that refused.
     ///
     /// ```

@@ -62,8 +62,10 @@
 //! inserts again) may get back a hold it no longer carries: at most the request's cost, once.
 
 mod all;
+mod reserve;
 
 pub use all::{LayerError, LayeredDecision, Layers};
+pub use reserve::{LayeredReservation, Reservable, ReserveAll};
 
 use core::borrow::Borrow;
 use core::fmt;
