@@ -329,7 +329,7 @@ macro_rules! tuple {
                     $($i => self.$i.decision(None, now[$i], cost),)+
                     _ => unreachable!(),
                 };
-                LayeredDecision { layer: index, decision: decision.refused_by(denied) }
+                LayeredDecision::new(index, decision.refused_by(denied))
             }
 
             fn binding(&self, holds: &[Hold; $n], (now, _): &Self::Times, cost: u64) -> LayeredDecision {
@@ -337,7 +337,7 @@ macro_rules! tuple {
                 $(
                     let decision = self.$i.decision(Some(holds[$i]), now[$i], cost);
                     if binding.map_or(true, |b| decision.remaining() < b.decision.remaining()) {
-                        binding = Some(LayeredDecision { layer: $i, decision });
+                        binding = Some(LayeredDecision::new($i, decision));
                     }
                 )+
                 binding.expect("a tuple has a layer")
