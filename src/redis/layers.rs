@@ -10,6 +10,14 @@ use crate::layers::LayeredDecision;
 
 /// A key of a Redis limiter (or a direct Redis limiter's one state), as a layer of an
 /// all-or-nothing check: see [`decide_all`].
+///
+/// ```no_run
+/// # async fn run(per_user: tollgate::redis::RedisKeyedRateLimiter, global: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+/// let layers = [per_user.layer("alice"), global.layer()];
+/// tollgate::redis::check_all(&layers, 1).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct RedisLayer<'a, C> {
     remote: &'a Remote<C>,
     key: Vec<u8>,
@@ -17,6 +25,13 @@ pub struct RedisLayer<'a, C> {
 
 impl<C> RedisKeyedRateLimiter<C> {
     /// `key` as a layer of an all-or-nothing check over several limits ([`decide_all`]).
+    ///
+    /// ```no_run
+    /// # async fn run(per_user: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// tollgate::redis::check_all(&[per_user.layer("alice")], 1).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn layer(&self, key: impl AsRef<[u8]>) -> RedisLayer<'_, C> {
         RedisLayer {
             remote: self.remote(),
@@ -27,6 +42,13 @@ impl<C> RedisKeyedRateLimiter<C> {
 
 impl<C> RedisRateLimiter<C> {
     /// The limiter as a layer of an all-or-nothing check over several limits ([`decide_all`]).
+    ///
+    /// ```no_run
+    /// # async fn run(global: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// tollgate::redis::check_all(&[global.layer()], 1).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn layer(&self) -> RedisLayer<'_, C> {
         RedisLayer {
             remote: self.remote(),
@@ -83,6 +105,17 @@ pub async fn decide_all<C: ConnectionLike + Clone + Send + Sync>(
 ///
 /// [`Error::Denied`] with the refusing layer's wait (use [`decide_all`] to learn which layer);
 /// otherwise as for [`decide_all`].
+///
+/// ```no_run
+/// # async fn run(per_user: tollgate::redis::RedisKeyedRateLimiter, global: tollgate::redis::RedisRateLimiter) {
+/// use tollgate::redis::{check_all, Error};
+/// match check_all(&[per_user.layer("alice"), global.layer()], 1).await {
+///     Ok(()) => { /* serve */ }
+///     Err(Error::Denied(denied)) => { let _ = denied.retry_after_secs(); /* 429 */ }
+///     Err(_) => { /* Redis could not decide */ }
+/// }
+/// # }
+/// ```
 pub async fn check_all<C: ConnectionLike + Clone + Send + Sync>(
     layers: &[RedisLayer<'_, C>],
     cost: u64,
@@ -96,6 +129,15 @@ pub async fn check_all<C: ConnectionLike + Clone + Send + Sync>(
 /// # Errors
 ///
 /// As for [`decide_all`].
+///
+/// ```no_run
+/// # async fn run(per_user: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+/// let at = 1_800_000_000_000_000; // microseconds since 1970
+/// let decision = tollgate::redis::decide_all_at(&[per_user.layer("alice")], 1, at).await?;
+/// # let _ = decision;
+/// # Ok(())
+/// # }
+/// ```
 #[cfg(feature = "reference")]
 pub async fn decide_all_at<C: ConnectionLike + Clone + Send + Sync>(
     layers: &[RedisLayer<'_, C>],

@@ -838,6 +838,15 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// [`Error::Denied`] if the wait would exceed `max_wait` (nothing is reserved);
     /// [`Error::InsufficientCapacity`] for a cost above the burst; [`Error::Unsupported`] if
     /// the limiter's algorithm is not GCRA; [`Error::Redis`] if Redis refused the script.
+    ///
+    /// ```no_run
+    /// # async fn run(per_host: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// use std::time::Duration;
+    /// let turn = per_host.reserve_key("example.org", 1, Duration::from_secs(2)).await?;
+    /// turn.ready().await; // every server's requests to example.org, one schedule
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn reserve_key(
         &self,
         key: impl AsRef<[u8]>,
@@ -856,6 +865,13 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Errors
     ///
     /// As for [`reserve_key`](Self::reserve_key), at once, without waiting.
+    ///
+    /// ```no_run
+    /// # async fn run(per_host: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// per_host.until_key_ready("example.org", 1, std::time::Duration::from_secs(2)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn until_key_ready(
         &self,
         key: impl AsRef<[u8]>,
@@ -875,6 +891,15 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
     /// # Errors
     ///
     /// As for [`reserve_key`](Self::reserve_key).
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let at = 1_800_000_000_000_000; // microseconds since 1970
+    /// let turn = limiter.reserve_key_at("k", 1, std::time::Duration::ZERO, at).await?;
+    /// # let _ = turn;
+    /// # Ok(())
+    /// # }
+    /// ```
     #[cfg(feature = "reference")]
     pub async fn reserve_key_at(
         &self,
@@ -1056,6 +1081,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
     /// # Errors
     ///
     /// As for [`RedisKeyedRateLimiter::reserve_key`].
+    ///
+    /// ```no_run
+    /// # async fn run(upstream: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let turn = upstream.reserve(1, std::time::Duration::from_secs(2)).await?;
+    /// turn.ready().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn reserve(
         &self,
         cost: u64,
@@ -1072,6 +1105,13 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
     /// # Errors
     ///
     /// As for [`reserve`](Self::reserve), at once, without waiting.
+    ///
+    /// ```no_run
+    /// # async fn run(upstream: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// upstream.until_ready(1, std::time::Duration::from_secs(2)).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn until_ready(&self, cost: u64, max_wait: Duration) -> Result<(), Error>
     where
         C: 'static,

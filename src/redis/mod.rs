@@ -57,6 +57,32 @@
 //! most `N × 1.5 × size` more than the quota in any interval. What a lease leaves unused goes
 //! back to Redis when it ends, exactly, if nothing was granted on the key since.
 //!
+//! # Reservations and layered limits
+//!
+//! [`RedisKeyedRateLimiter::reserve_key`] and [`RedisRateLimiter::reserve`] take a turn in a
+//! key's shared GCRA schedule in one round trip (the local [`Reservation`](crate::Reservation)'s
+//! transition, on the server's clock), and [`RedisReservation::ready`] waits for it on tokio's
+//! timer; a cancel gives it back while nothing was admitted for the key since, and a dropped
+//! wait cancels. [`decide_all`] checks keys of several Redis limiters (any algorithms) all or
+//! nothing in one script: Redis runs it alone, so no other request ever sees a layer held.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use tollgate::redis::{decide_all, RedisKeyedRateLimiter, RedisRateLimiter};
+//! use tollgate::Quota;
+//!
+//! let conn = redis::aio::ConnectionManager::new(redis::Client::open("redis://127.0.0.1/")?).await?;
+//! let upstream = RedisRateLimiter::gcra(conn.clone(), "rl:upstream", Quota::per_second(100)?)?;
+//! upstream.until_ready(1, Duration::from_secs(2)).await?; // shaped across every server
+//!
+//! let per_user = RedisKeyedRateLimiter::gcra(conn, "rl:user:", Quota::per_second(5)?)?;
+//! let both = decide_all(&[per_user.layer("alice"), upstream.layer()], 1).await?;
+//! # let _ = both;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # When Redis cannot be asked
 //!
 //! A decision waits for Redis at most the limiter's timeout (100 ms unless

@@ -50,12 +50,31 @@ impl<C> RedisReservation<C> {
     }
 
     /// How long the request must still wait for its turn: zero once it may proceed.
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// use std::time::Duration;
+    /// let turn = limiter.reserve_key("alice", 1, Duration::from_secs(1)).await?;
+    /// if turn.delay() > Duration::from_millis(500) {
+    ///     turn.cancel().await?; // too slow for this request after all
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn delay(&self) -> Duration {
         self.ready_at.saturating_duration_since(Instant::now())
     }
 
     /// The moment, on tokio's clock, at which the request may proceed.
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let turn = limiter.reserve_key("alice", 1, std::time::Duration::from_secs(1)).await?;
+    /// tokio::time::sleep_until(turn.ready_at()).await; // or `turn.ready().await`
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn ready_at(&self) -> Instant {
         self.ready_at
@@ -72,6 +91,15 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
     /// [`Error::Redis`] if Redis cannot be asked or refuses the script; [`Error::Reply`] if it
     /// does not reply within the limiter's timeout (the place may then have been given back or
     /// not).
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let turn = limiter.reserve_key("alice", 1, std::time::Duration::from_secs(1)).await?;
+    /// let given_back = turn.cancel().await?;
+    /// # let _ = given_back;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn cancel(self) -> Result<bool, Error> {
         match self.held {
             Some(held) => self.remote.cancel(&self.key, held, None).await,
@@ -104,6 +132,15 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> RedisReservation<C> {
     /// Waits on tokio's timer until the request's turn. Dropped before then, the future gives
     /// the place back (a cancel spawned on the current runtime).
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+    /// let turn = limiter.reserve_key("alice", 1, std::time::Duration::from_secs(1)).await?;
+    /// turn.ready().await;
+    /// // ... send the request ...
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn ready(self) {
         let ready_at = self.ready_at;
         let mut pending = CancelOnDrop(Some(self));
