@@ -122,6 +122,9 @@ mutant "a refused layered check that releases nothing it held" \
 mutant "a refused layered check that releases nothing it held on a key" \
     "a_refused_layered_check_releases_its_hold_on_a_key" \
     's/\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/((), state)/' src/layers/mod.rs
+mutant "a refused reservation over layers that cancels none of its turns" \
+    "a_refused_reservation_over_layers_cancels_its_turns" \
+    's/self\.cancel_at\(held, holds\[held\]\);/let _ = held;/' src/layers/reserve.rs
 mutant "a GCRA release that gives nothing back once another request was admitted" \
     "a_release_races_an_admission_in_its_gcra_layer" \
     's/state\.saturating_sub\(hold\.saturating_sub\(run_into\)\)/state/' src/algorithm/gcra.rs

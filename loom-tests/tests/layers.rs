@@ -7,9 +7,11 @@
 //! admitted in every layer or in none.
 #![cfg(tollgate_loom)]
 
+use std::time::Duration;
+
 use loom::sync::Arc;
 use loom::thread;
-use tollgate::layers::Layers;
+use tollgate::layers::{Layers, ReserveAll};
 use tollgate::{Algorithm, Gcra, ManualClock, Quota, RateLimiter, SlidingWindow};
 
 type Limiter<A> = Arc<RateLimiter<A, ManualClock>>;
@@ -66,4 +68,25 @@ fn a_release_races_an_admission_in_its_window_layer() {
         SlidingWindow::new(&Quota::per_hour(2).unwrap()).unwrap(),
         true,
     );
+}
+
+#[test]
+fn a_refused_reservation_over_layers_cancels_its_turns() {
+    loom::model(|| {
+        // Reservations over two layers with a turn each, racing a check of the last layer
+        // alone: exactly one gets the last layer's turn, and the first layer keeps a turn only
+        // for a reservation that was admitted.
+        let (first, last) = (
+            limiter(Gcra::from(Quota::per_hour(2).unwrap())),
+            limiter(Gcra::from(Quota::per_hour(1).unwrap())),
+        );
+        let reserved = {
+            let (first, last) = (Arc::clone(&first), Arc::clone(&last));
+            thread::spawn(move || (&*first, &*last).reserve_all(1, Duration::ZERO).is_ok())
+        };
+        let alone = spawn_check(&last);
+        let (reserved, alone) = (reserved.join().unwrap(), alone.join().unwrap());
+        assert!(reserved ^ alone, "reserved {reserved}, alone {alone}");
+        assert_eq!(first.peek().remaining(), 2 - u64::from(reserved));
+    });
 }
