@@ -7,6 +7,7 @@ use crate::algorithm::{Algorithm, FixedWindow, Gcra, SlidingWindow, Transition};
 use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
+use crate::layers::Turn;
 use crate::quota::Quota;
 use crate::reservation::Reservation;
 use crate::store::StateCell;
@@ -350,25 +351,12 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     pub fn reserve(&self, cost: u64, max_wait: Duration) -> Result<Reservation<'_, C>, CheckError> {
         InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         let now = self.clock.now();
-        let max_wait = Nanos::from_duration(max_wait);
-        // The loop carries the two words only: the reservation is built once, after it.
-        let (before, after) =
-            self.state.update(
-                |word| match self.algorithm.reserve(word, now, cost, max_wait) {
-                    Transition::Allow { state } => (Ok((word, state)), state),
-                    Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
-                },
-            )?;
-        // A cost of 0 goes at once, whatever the schedule.
-        let ready_at = if cost == 0 {
-            now
-        } else {
-            self.algorithm.ready_at(after, now)
-        };
+        // A layer's reservation step: the reservation is built once, after the loop.
+        let (hold, ready_at) = Turn::hold(self, now, cost, Nanos::from_duration(max_wait))?;
         Ok(Reservation::direct(
             &self.state,
             &self.clock,
-            (before, after),
+            (hold.before, hold.after),
             ready_at,
         ))
     }

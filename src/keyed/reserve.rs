@@ -5,11 +5,11 @@ use core::hash::{BuildHasher, Hash};
 use core::time::Duration;
 
 use super::KeyedRateLimiter;
-use crate::algorithm::{Algorithm, Gcra, Transition};
+use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, Nanos};
-use crate::decision::{CheckError, Denied, InsufficientCapacity};
+use crate::decision::{CheckError, InsufficientCapacity};
+use crate::layers::Turn;
 use crate::reservation::Reservation;
-use crate::store::{Overflow, Overflowed};
 
 /// Shaping per key: reservations and waiting, for GCRA, whose schedule can run ahead of the
 /// clock. See the [`reservation`](crate::reservation) module for what a reservation promises and
@@ -50,37 +50,19 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let probe = self.probe(key);
+        let layer = self.layer(key);
         InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         let now = self.clock.now();
-        let max_wait = Nanos::from_duration(max_wait);
-        // The loop carries the two words only: the reservation is built once, after it.
-        let step = |word| match self.algorithm.reserve(word, now, cost, max_wait) {
-            Transition::Allow { state } => (Ok((word, state)), state),
-            Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
-        };
-        let (recorded, (before, after)) =
-            match self
-                .table
-                .update(&probe, &self.algorithm, now, self.overflow, step)
-            {
-                Ok(outcome) => (true, outcome?),
-                Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => {
-                    (false, fresh?)
-                }
-                Err(Overflowed { retry_after, .. }) => {
-                    return Err(Denied::no_room(retry_after).into())
-                }
-            };
-        // A cost of 0 goes at once, whatever the schedule.
-        let ready_at = if cost == 0 {
-            now
-        } else {
-            self.algorithm.ready_at(after, now)
-        };
-        let reservation =
-            Reservation::keyed(&self.table, probe, &self.clock, (before, after), ready_at);
-        Ok(if recorded {
+        // A layer's reservation step: the reservation is built once, after the loop.
+        let (hold, ready_at) = Turn::hold(&layer, now, cost, Nanos::from_duration(max_wait))?;
+        let reservation = Reservation::keyed(
+            &self.table,
+            layer.probe(),
+            &self.clock,
+            (hold.before, hold.after),
+            ready_at,
+        );
+        Ok(if hold.recorded {
             reservation
         } else {
             reservation.unrecorded()

@@ -65,6 +65,7 @@ mod all;
 mod reserve;
 
 pub use all::{LayerError, LayeredDecision, Layers};
+pub(crate) use reserve::sealed::Turn;
 pub use reserve::{LayeredReservation, Reservable, ReserveAll};
 
 use core::borrow::Borrow;
@@ -363,6 +364,13 @@ impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
                 crate::algorithm::peek(algorithm, state, now, cost)
             }
         }
+    }
+}
+
+impl<K: ?Sized, A, C, S> KeyedLayer<'_, K, A, C, S> {
+    /// Where the key lives in its limiter's table.
+    pub(crate) fn probe(&self) -> Probe {
+        self.probe
     }
 }
 

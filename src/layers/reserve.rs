@@ -278,7 +278,8 @@ impl<T: Turns> fmt::Debug for LayeredReservation<T> {
     }
 }
 
-/// A reservation's step on a word: the words before and after, or the refusal.
+/// A reservation's step on a word: the words before and after, or the refusal. The loop
+/// carries the two words only.
 #[inline]
 fn step(
     gcra: &Gcra,
@@ -294,6 +295,7 @@ fn step(
 }
 
 /// A hold's turn: at once for a cost of 0.
+#[inline]
 fn turn(gcra: &Gcra, [before, after]: [u64; 2], now: Nanos, recorded: bool) -> (Hold, Nanos) {
     let ready_at = if before == after {
         now
@@ -335,6 +337,7 @@ impl<C: Clock> Turn for RateLimiter<Gcra, C> {
             .map(|_| ())
     }
 
+    #[inline]
     fn hold(&self, now: Nanos, cost: u64, max_wait: Nanos) -> Result<(Hold, Nanos), Denied> {
         let gcra = self.algorithm();
         let held = self
@@ -364,6 +367,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> Turn for KeyedLayer<'_, K, Gcra, C, S>
             .map(|_| ())
     }
 
+    #[inline]
     fn hold(&self, now: Nanos, cost: u64, max_wait: Nanos) -> Result<(Hold, Nanos), Denied> {
         let limiter = self.limiter;
         let gcra = limiter.algorithm();
