@@ -113,7 +113,7 @@ mutant "an entry judged by the table's own quota whatever the tier its word carr
 
 mutant "a cancel that gives back a reservation with others behind it" \
     "a_cancel_races_a_reservation_behind_it a_cancel_races_a_reservation_of_its_key" \
-    's/if state == after \{/if true {/' src/reservation.rs
+    's/ && state == hold\.after \{/ {/' src/layers/reserve.rs
 
 mutant "a refused layered check that releases nothing it held" \
     "a_refused_check_releases_its_hold a_release_races_an_admission_in_its_gcra_layer

@@ -45,6 +45,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::clock::{Clock, Nanos};
+use crate::layers::{give_back, Hold};
 use crate::store::{Probe, StateCell, Table};
 
 /// A request admitted into a limiter's schedule, to proceed at
@@ -208,14 +209,11 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// assert!(limiter.check().is_ok());
     /// ```
     pub fn cancel(self) -> bool {
-        let (before, after) = (self.before, self.after);
-        let step = |state| {
-            if state == after {
-                (true, before)
-            } else {
-                (false, state)
-            }
-        };
+        let step = give_back(Hold {
+            before: self.before,
+            after: self.after,
+            recorded: true,
+        });
         match self.schedule {
             None => false,
             Some(Schedule::Direct(cell)) => cell.update(step),

@@ -65,8 +65,9 @@ mod all;
 mod reserve;
 
 pub use all::{LayerError, LayeredDecision, Layers};
-pub(crate) use reserve::sealed::Turn;
+pub(crate) use reserve::{give_back, sealed::Turn};
 pub use reserve::{LayeredReservation, Reservable, ReserveAll};
+pub(crate) use sealed::Hold;
 
 use core::borrow::Borrow;
 use core::fmt;
@@ -78,7 +79,6 @@ use crate::decision::{Decision, Denied};
 use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
 use crate::store::{Overflow, Overflowed, Probe, Seen};
-use sealed::Hold;
 
 /// A limiter, or a keyed limiter's key, that can take part in an all-or-nothing check
 /// ([`Layers`]): `&RateLimiter` and [`KeyedLayer`] (from [`KeyedRateLimiter::layer`]).

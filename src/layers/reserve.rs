@@ -312,7 +312,8 @@ fn turn(gcra: &Gcra, [before, after]: [u64; 2], now: Nanos, recorded: bool) -> (
     )
 }
 
-fn give_back(hold: Hold) -> impl FnMut(u64) -> (bool, u64) {
+/// A cancel's step: the state before the hold, if the state is still the one it left.
+pub(crate) fn give_back(hold: Hold) -> impl FnMut(u64) -> (bool, u64) {
     move |state| {
         if hold.recorded && hold.before != hold.after && state == hold.after {
             (true, hold.before)
