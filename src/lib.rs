@@ -156,7 +156,8 @@
 //!   where the same request at the later time would be denied.
 //! - **Denials and peeks write nothing.** They are decided from the state as loaded; a denial
 //!   under contention may be based on a state a few nanoseconds old, which is the same as
-//!   having arrived a few nanoseconds earlier.
+//!   having arrived a few nanoseconds earlier. (A [layered](layers) check that loses a race for
+//!   a later layer's room releases the holds it took in the earlier ones.)
 //! - **No starvation guarantees.** A thread whose compare-and-swap keeps losing retries; the loop
 //!   is lock-free (some thread always succeeds), not wait-free.
 
