@@ -23,7 +23,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     /// # Errors
     ///
     /// [`CheckError::Denied`] if the wait would exceed `max_wait` (nothing is reserved), or if
-    /// the key is new and the table has no room for it ([`Denied::is_overflow`]);
+    /// the key is new and the table has no room for it ([`Denied::is_overflow`](crate::Denied::is_overflow));
     /// [`CheckError::InsufficientCapacity`] if the cost exceeds the burst.
     ///
     /// ```
