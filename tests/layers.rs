@@ -278,3 +278,71 @@ fn a_refusal_by_a_later_layer_takes_nothing_from_the_earlier_ones() {
         assert_eq!(denied.retry_after(), Duration::from_millis(500));
     }
 }
+
+/// Eight threads check three layers at once, at frozen time, far more often than the global
+/// layer has room for: exactly the global room is admitted, and every key of the other layers
+/// holds exactly what was admitted for it, so no hold that a lost race took was left behind.
+#[test]
+fn threads_checking_layers_at_frozen_time_leave_exact_counts() {
+    let clock = ManualClock::new();
+    let per_user = KeyedRateLimiter::<u64>::builder(Gcra::from(Quota::per_hour(1_000).unwrap()))
+        .capacity(64)
+        .clock(&clock)
+        .build()
+        .unwrap();
+    let per_tenant = KeyedRateLimiter::<u64>::builder(
+        SlidingWindow::new(&Quota::per_hour(2_500).unwrap()).unwrap(),
+    )
+    .capacity(64)
+    .clock(&clock)
+    .build()
+    .unwrap();
+    let global = RateLimiter::with_clock(Gcra::from(Quota::per_hour(3_000).unwrap()), &clock);
+    let (threads, attempts) = (8u64, 2_000u64);
+    let admitted: Vec<(u64, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (per_user, per_tenant, global) = (&per_user, &per_tenant, &global);
+                s.spawn(move || {
+                    let user = t % 4;
+                    let n = (0..attempts)
+                        .filter(|_| {
+                            (per_user.layer(&user), per_tenant.layer(&(user % 2)), global)
+                                .check_all(1)
+                                .is_ok()
+                        })
+                        .count() as u64;
+                    (user, n)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let total: u64 = admitted.iter().map(|&(_, n)| n).sum();
+    assert_eq!(total, 3_000, "the global layer's room, exactly");
+    assert_eq!(global.peek().remaining(), 0);
+    for user in 0..4 {
+        let for_user: u64 = admitted
+            .iter()
+            .filter(|&&(u, _)| u == user)
+            .map(|&(_, n)| n)
+            .sum();
+        assert_eq!(
+            per_user.peek_key(&user).remaining(),
+            1_000 - for_user,
+            "user {user}"
+        );
+    }
+    for tenant in 0..2 {
+        let for_tenant: u64 = admitted
+            .iter()
+            .filter(|&&(u, _)| u % 2 == tenant)
+            .map(|&(_, n)| n)
+            .sum();
+        assert_eq!(
+            per_tenant.peek_key(&tenant).remaining(),
+            2_500 - for_tenant,
+            "tenant {tenant}"
+        );
+    }
+}
