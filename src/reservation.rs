@@ -17,8 +17,8 @@
 //! gives back nothing: they were promised their times on the assumption that it would run, and
 //! the schedule, one timestamp, cannot hold a gap. Cancelling several reservations in the
 //! reverse order of their making therefore gives all of them back. Dropping a reservation keeps
-//! it; the futures of `Reservation::ready` and of the limiters' `until_ready` (the `tokio` feature) cancel theirs
-//! when they are dropped before their time.
+//! it; the futures of `Reservation::ready` and of the limiters' `until_ready` (the `tokio`
+//! feature) cancel theirs when they are dropped before their time.
 //!
 //! A reservation made before a [`reset`](crate::RateLimiter::reset) should not be cancelled
 //! after it: the reset forgot it already, and a cancel that finds the schedule ending, by
