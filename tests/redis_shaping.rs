@@ -4,8 +4,9 @@
 //! The reservation and cancel scripts are replayed against their models
 //! ([`RedisGcra::reserve`], [`RedisGcra::cancel`]) with injected times: random quotas, costs,
 //! waits (none, unbounded, and within a microsecond of the need) and cancels of any live
-//! reservation, the same outcome and the same stored state after every step. Then turns on the
-//! server's clock, a dropped `until_key_ready`, and the edges.
+//! reservation, the same outcome and the same stored state after every step; reservations over
+//! two layers (one listed twice at times), all or nothing. Then turns on the server's clock, a
+//! dropped `until_key_ready`, and the edges.
 
 mod server;
 
@@ -112,7 +113,7 @@ fn the_reservation_scripts_are_gcra_reserve_and_cancel() {
                     match (got, want) {
                         (Ok(turn), Ok(_)) => {
                             let held = (next != state).then_some([state, next]);
-                            prop_assert_eq!(turn.held(), held, "step {}", i);
+                            prop_assert_eq!(turn.held(), vec![held], "step {}", i);
                             if held.is_some() {
                                 live.push(turn);
                             }
@@ -135,7 +136,7 @@ fn the_reservation_scripts_are_gcra_reserve_and_cancel() {
                 }
                 Op::Cancel(j) if !live.is_empty() => {
                     let turn = live.remove(j % live.len());
-                    let held = turn.held().unwrap();
+                    let held = turn.held()[0].unwrap();
                     let (given, next) = gcra.cancel(state, held);
                     prop_assert_eq!(
                         rt.block_on(turn.cancel_at(now)).unwrap(),
@@ -167,12 +168,12 @@ async fn turns_on_the_server_clock_queue_and_cancel_in_reverse() {
         .await;
     let wait = Duration::from_secs(10);
     let first = limiter.reserve_key("k", 1, wait).await.unwrap();
-    let [start, end] = first.held().unwrap();
+    let [start, end] = first.held()[0].unwrap();
     assert_eq!(end - start.max(end - 100_000), 100_000);
     let second = limiter.reserve_key("k", 1, wait).await.unwrap();
     let third = limiter.reserve_key("k", 1, wait).await.unwrap();
-    assert_eq!(second.held(), Some([end, end + 100_000]));
-    assert_eq!(third.held(), Some([end + 100_000, end + 200_000]));
+    assert_eq!(second.held(), [Some([end, end + 100_000])]);
+    assert_eq!(third.held(), [Some([end + 100_000, end + 200_000])]);
     assert!(
         third.delay() > Duration::from_millis(100) && third.delay() <= Duration::from_millis(200)
     );
@@ -252,4 +253,150 @@ async fn reservations_need_gcra_and_a_redis_that_answers() {
     );
     assert_eq!(direct.stats().unavailable, 1);
     assert_eq!(allowing.stats().unavailable, 1);
+}
+
+/// Reservations over two GCRA layers (a user's key, a direct limiter) in one script, against
+/// `RedisGcra::reserve` on each, all or nothing: with injected times, random costs and waits, and
+/// the user's layer sometimes listed twice (two turns there); the same outcome, the same turns,
+/// the same stored states; cancels give back in reverse order.
+#[test]
+fn reservations_over_layers_are_all_or_nothing() {
+    let server = Server::start();
+    let rt = runtime();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 100,
+        ..ProptestConfig::default()
+    });
+    let steps = prop::collection::vec(
+        (
+            0u64..800_000,
+            0u8..2,
+            0u64..4,
+            0u64..2_000_000,
+            prop::bool::weighted(0.3),
+            prop::bool::weighted(0.2),
+        ),
+        1..40,
+    );
+    let start = 1_700_000_000_000_000u64..1_900_000_000_000_000;
+    let result = runner.run(
+        &(gcra(), gcra(), start, steps),
+        |(user_gcra, global_gcra, start, steps)| {
+            let prefix = fresh_key();
+            let (users, global) = rt.block_on(async {
+                let conn = server.connection().await;
+                (
+                    RedisKeyedRateLimiter::builder(conn.clone(), format!("{prefix}:u:"), user_gcra)
+                        .build()
+                        .unwrap(),
+                    RedisRateLimiter::builder(conn, format!("{prefix}:g"), global_gcra)
+                        .build()
+                        .unwrap(),
+                )
+            });
+            let mut states: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+            let mut now = start;
+            for (i, (step, user, cost, max_wait, twice, cancel)) in steps.into_iter().enumerate() {
+                now += step;
+                let user_key = users.key(user.to_string());
+                let global_key = format!("{prefix}:g").into_bytes();
+                let mut layers = vec![users.layer(user.to_string()), global.layer()];
+                let mut model: Vec<(&RedisGcra, Vec<u8>)> = vec![
+                    (&user_gcra, user_key.clone()),
+                    (&global_gcra, global_key.clone()),
+                ];
+                if twice {
+                    layers.push(users.layer(user.to_string()));
+                    model.push((&user_gcra, user_key.clone()));
+                }
+                let got = rt.block_on(tollgate::redis::reserve_all_at(
+                    &layers,
+                    cost,
+                    Duration::from_micros(max_wait),
+                    now,
+                ));
+                if cost > user_gcra.burst() || cost > global_gcra.burst() {
+                    prop_assert!(
+                        matches!(got, Err(Error::InsufficientCapacity(_))),
+                        "step {}",
+                        i
+                    );
+                    continue;
+                }
+                // Each alone: the longest excess; then in order on what the ones before write.
+                let excess =
+                    |gcra: &RedisGcra, state: u64| gcra.reserve(state, now, cost, max_wait).0.err();
+                let alone = model
+                    .iter()
+                    .filter_map(|(g, k)| excess(g, *states.get(k).unwrap_or(&0)))
+                    .max();
+                let mut next = states.clone();
+                let mut turns = Vec::new();
+                let mut refused = alone;
+                if refused.is_none() {
+                    for (g, k) in &model {
+                        let state = *next.get(k).unwrap_or(&0);
+                        match g.reserve(state, now, cost, max_wait) {
+                            (Ok(_), after) => {
+                                turns.push((after != state).then_some([state, after]));
+                                next.insert(k.clone(), after);
+                            }
+                            (Err(retry), _) => {
+                                refused = Some(retry);
+                                break;
+                            }
+                        }
+                    }
+                }
+                match (got, refused) {
+                    (Ok(turn), None) => {
+                        prop_assert_eq!(turn.held(), turns, "step {}", i);
+                        states = next;
+                        if cancel {
+                            // In reverse order, each given back while it is its key's last.
+                            let mut all = true;
+                            for ((_, k), held) in model.iter().zip(turn.held()).rev() {
+                                if let Some([before, after]) = held {
+                                    let (given, back) =
+                                        user_gcra.cancel(states[k], [before, after]);
+                                    all &= given;
+                                    states.insert(k.clone(), back);
+                                }
+                            }
+                            let any = turn.held().iter().any(Option::is_some);
+                            prop_assert_eq!(
+                                rt.block_on(turn.cancel_at(now)).unwrap(),
+                                any && all,
+                                "step {}",
+                                i
+                            );
+                        }
+                    }
+                    (Err(Error::Denied(denied)), Some(retry)) => {
+                        prop_assert_eq!(
+                            denied.retry_after(),
+                            Duration::from_micros(retry),
+                            "step {}",
+                            i
+                        );
+                    }
+                    (got, want) => prop_assert!(
+                        false,
+                        "step {}: {:?} where the model says {:?}",
+                        i,
+                        got,
+                        want
+                    ),
+                }
+                for key in [&user_key, &global_key] {
+                    let want = states.get(key).filter(|&&s| s != 0).map(u64::to_string);
+                    prop_assert_eq!(server.stored(key), want, "step {}", i);
+                }
+            }
+            Ok(())
+        },
+    );
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
 }

@@ -1,11 +1,12 @@
 //! All or nothing over several Redis limits, in one round trip.
 
 use core::fmt;
+use core::time::Duration;
 
 use ::redis::aio::ConnectionLike;
 
-use super::limiter::{layered, Remote};
-use super::{Error, RedisKeyedRateLimiter, RedisRateLimiter};
+use super::limiter::{layered, reserve, Remote};
+use super::{Error, RedisKeyedRateLimiter, RedisRateLimiter, RedisReservation};
 use crate::layers::LayeredDecision;
 
 /// A key of a Redis limiter (or a direct Redis limiter's one state), as a layer of an
@@ -121,6 +122,61 @@ pub async fn check_all<C: ConnectionLike + Clone + Send + Sync>(
     cost: u64,
 ) -> Result<(), Error> {
     Ok(decide_all(layers, cost).await?.decision().into_check()?)
+}
+
+/// Admits a request of `cost` into the GCRA schedule of every layer, to proceed when its turn
+/// has come in all of them (the latest of their turns), if that is at most `max_wait` from now
+/// in each: the local [`ReserveAll::reserve_all`](crate::layers::ReserveAll::reserve_all), in
+/// one script. Each layer is looked at alone, then each reserves in order on what the ones
+/// before it would write; a refused request writes nothing. The layers' keys must live on the
+/// first layer's Redis (in one slot of a cluster), as for [`decide_all`]; when Redis cannot be
+/// asked, the layers' fallbacks decide as for a check.
+///
+/// # Errors
+///
+/// [`Error::Denied`] with the longest wait beyond `max_wait` of the refusing layers;
+/// [`Error::Unsupported`] if a layer's algorithm is not GCRA (or there is no layer);
+/// [`Error::InsufficientCapacity`] for a cost above a layer's burst; [`Error::Redis`] if Redis
+/// refused the script.
+///
+/// ```no_run
+/// # async fn run(per_user: tollgate::redis::RedisKeyedRateLimiter, upstream: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::redis::Error> {
+/// use std::time::Duration;
+/// let turn = tollgate::redis::reserve_all(&[per_user.layer("alice"), upstream.layer()], 1, Duration::from_secs(2)).await?;
+/// turn.ready().await;
+/// # Ok(())
+/// # }
+/// ```
+pub async fn reserve_all<C: ConnectionLike + Clone + Send + Sync>(
+    layers: &[RedisLayer<'_, C>],
+    cost: u64,
+    max_wait: Duration,
+) -> Result<RedisReservation<C>, Error> {
+    reserve(&parts(layers), cost, max_wait, None).await
+}
+
+/// [`reserve_all`] at the time `now`, in microseconds since the Unix epoch: for tests.
+///
+/// # Errors
+///
+/// As for [`reserve_all`].
+///
+/// ```no_run
+/// # async fn run(per_user: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::redis::Error> {
+/// let at = 1_800_000_000_000_000;
+/// let turn = tollgate::redis::reserve_all_at(&[per_user.layer("alice")], 1, std::time::Duration::ZERO, at).await?;
+/// # let _ = turn;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "reference")]
+pub async fn reserve_all_at<C: ConnectionLike + Clone + Send + Sync>(
+    layers: &[RedisLayer<'_, C>],
+    cost: u64,
+    max_wait: Duration,
+    now: u64,
+) -> Result<RedisReservation<C>, Error> {
+    reserve(&parts(layers), cost, max_wait, Some(now)).await
 }
 
 /// [`decide_all`] at the time `now`, in microseconds since the Unix epoch, instead of the

@@ -250,91 +250,27 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         }
     }
 
-    /// One round trip of the reservation script on `key` (the limiter's algorithm must be GCRA),
-    /// at the server's time or at `now`. If Redis cannot be asked or does not reply within the
-    /// timeout, the fallback decides as for a check: a turn at once, recorded nowhere, or a
-    /// refusal.
-    pub(super) async fn reserve(
+    /// One round trip of the cancel script on `held` (each a key's name, and the TATs before and
+    /// after its reservation), in that order: whether each was given back.
+    pub(super) async fn cancel(
         &self,
-        key: Vec<u8>,
-        cost: u64,
-        max_wait: Duration,
+        held: &[(&[u8], [u64; 2])],
         now: Option<u64>,
-    ) -> Result<RedisReservation<C>, Error> {
-        let RedisAlgorithm::Gcra(gcra) = self.shared.algorithm else {
-            return Err(Error::Unsupported("a reservation needs GCRA"));
-        };
-        InsufficientCapacity::check(cost, gcra.burst())?;
-        // The script caps the wait further, below 2^52 µs; this keeps the argument an integer
-        // it reads exactly.
-        let max_wait = u64::try_from(max_wait.as_micros()).map_or(1 << 52, |us| us.min(1 << 52));
-        let mut invocation = RESERVE.prepare_invoke();
+    ) -> Result<Vec<bool>, Error> {
+        let mut invocation = CANCEL.prepare_invoke();
         invocation
-            .key(&key[..])
             .arg(0)
             .arg(now.map_or(String::new(), |now| now.to_string()));
-        for arg in gcra.args().into_iter().chain([cost, max_wait]) {
-            invocation.arg(arg);
+        for (key, [before, after]) in held {
+            invocation.key(*key).arg(*before).arg(*after);
         }
         let mut conn = self.conn.clone();
         let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
-        let counters = &self.shared.counters;
-        let reply = match tokio::time::timeout(self.shared.timeout, round_trip).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
-            Ok(Err(_)) => return self.reserve_fallback(key, cost),
-            Err(_elapsed) => {
-                counters.timeouts.fetch_add(1, Relaxed);
-                return self.reserve_fallback(key, cost);
-            }
-        };
-        counters.decisions.fetch_add(1, Relaxed);
-        let field = |i: usize| reply.get(i).and_then(|&f| u64::try_from(f).ok());
-        match (reply.len(), field(0), field(1), field(2), field(3)) {
-            (4, Some(1), Some(wait), Some(before), Some(after)) => Ok(RedisReservation::new(
-                self.clone(),
-                key,
-                (before != after).then_some([before, after]),
-                Duration::from_micros(wait),
-            )),
-            (4, Some(0), Some(retry_after), Some(_), Some(_)) => Err(Error::Denied(Denied::new(
-                Nanos::from_nanos(retry_after.saturating_mul(RedisGcra::UNIT)),
-            ))),
-            _ => Err(Error::Reply(format!("{reply:?}"))),
-        }
-    }
-
-    /// A reservation decided by the fallback, as a check: at once or refused.
-    fn reserve_fallback(&self, key: Vec<u8>, cost: u64) -> Result<RedisReservation<C>, Error> {
-        let decision = self.fallback(&key, cost);
-        decision.into_check()?;
-        Ok(RedisReservation::new(
-            self.clone(),
-            key,
-            None,
-            Duration::ZERO,
-        ))
-    }
-
-    /// One round trip of the cancel script on `key`, for a reservation that moved its state
-    /// from `before` to `after`: whether it was given back.
-    pub(super) async fn cancel(
-        &self,
-        key: &[u8],
-        [before, after]: [u64; 2],
-        now: Option<u64>,
-    ) -> Result<bool, Error> {
-        let mut invocation = CANCEL.prepare_invoke();
-        invocation
-            .key(key)
-            .arg(0)
-            .arg(now.map_or(String::new(), |now| now.to_string()))
-            .arg(before)
-            .arg(after);
-        let mut conn = self.conn.clone();
-        let round_trip = invocation.invoke_async::<i64>(&mut conn);
         match tokio::time::timeout(self.shared.timeout, round_trip).await {
-            Ok(Ok(given)) => Ok(given == 1),
+            Ok(Ok(given)) if given.len() == held.len() => {
+                Ok(given.iter().map(|&g| g == 1).collect())
+            }
+            Ok(Ok(other)) => Err(Error::Reply(format!("{other:?}"))),
             Ok(Err(err)) => Err(Error::Redis(err)),
             Err(_elapsed) => {
                 self.shared.counters.timeouts.fetch_add(1, Relaxed);
@@ -450,6 +386,95 @@ fn layered_fallback<C>(layers: &[(&Remote<C>, &[u8])], cost: u64) -> LayeredDeci
         })
         .collect();
     binding(&decisions)
+}
+
+/// One round trip of the reservation script over `layers` (each a GCRA limiter's connection and
+/// algorithm, and a key's name), run on the first layer's connection, at the server's time or at
+/// `now`: a turn in every layer, all or nothing. If Redis cannot be asked or does not reply
+/// within the first layer's timeout, the layers' fallbacks decide as for a check: a turn at once,
+/// recorded nowhere, or a refusal.
+pub(super) async fn reserve<C: ConnectionLike + Clone + Send + Sync>(
+    layers: &[(&Remote<C>, &[u8])],
+    cost: u64,
+    max_wait: Duration,
+    now: Option<u64>,
+) -> Result<RedisReservation<C>, Error> {
+    let Some(&(first, _)) = layers.first() else {
+        return Err(Error::Unsupported("a reservation needs a layer"));
+    };
+    let mut invocation = RESERVE.prepare_invoke();
+    // The script caps the wait further, below 2^52 µs; this keeps the argument an integer it
+    // reads exactly.
+    let max_wait = u64::try_from(max_wait.as_micros()).map_or(1 << 52, |us| us.min(1 << 52));
+    invocation
+        .arg(0)
+        .arg(now.map_or(String::new(), |now| now.to_string()))
+        .arg(max_wait);
+    for (remote, key) in layers {
+        let RedisAlgorithm::Gcra(gcra) = remote.shared.algorithm else {
+            return Err(Error::Unsupported("a reservation needs GCRA"));
+        };
+        InsufficientCapacity::check(cost, gcra.burst())?;
+        invocation.key(*key);
+        for arg in gcra.args().into_iter().chain([cost]) {
+            invocation.arg(arg);
+        }
+    }
+    let mut conn = first.conn.clone();
+    let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
+    let reply = match tokio::time::timeout(first.shared.timeout, round_trip).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(err)) if !unavailable(&err) => return Err(Error::Redis(err)),
+        Ok(Err(_)) => return reserve_fallback(layers, cost),
+        Err(_elapsed) => {
+            first.shared.counters.timeouts.fetch_add(1, Relaxed);
+            return reserve_fallback(layers, cost);
+        }
+    };
+    for (remote, _) in layers {
+        remote.shared.counters.decisions.fetch_add(1, Relaxed);
+    }
+    let unexpected = || Error::Reply(format!("{reply:?}"));
+    let fields: Vec<u64> = reply
+        .iter()
+        .map(|&f| u64::try_from(f))
+        .collect::<Result<_, _>>()
+        .map_err(|_| unexpected())?;
+    match fields[..] {
+        [0, 0, ref turns @ ..] if turns.len() == 3 * layers.len() => {
+            let wait = turns.chunks(3).map(|t| t[0]).max().unwrap_or(0);
+            let held = layers
+                .iter()
+                .zip(turns.chunks(3))
+                .map(|((_, key), t)| (key.to_vec(), (t[1] != t[2]).then_some([t[1], t[2]])))
+                .collect();
+            Ok(RedisReservation::new(
+                first.clone(),
+                held,
+                Duration::from_micros(wait),
+            ))
+        }
+        [layer, retry_after] if layer >= 1 && layer <= layers.len() as u64 => {
+            Err(Error::Denied(Denied::new(Nanos::from_nanos(
+                retry_after.saturating_mul(RedisGcra::UNIT),
+            ))))
+        }
+        _ => Err(unexpected()),
+    }
+}
+
+/// A reservation decided by the layers' fallbacks, as a check: at once, or refused.
+fn reserve_fallback<C: Clone>(
+    layers: &[(&Remote<C>, &[u8])],
+    cost: u64,
+) -> Result<RedisReservation<C>, Error> {
+    layered_fallback(layers, cost).decision().into_check()?;
+    let held = layers.iter().map(|(_, key)| (key.to_vec(), None)).collect();
+    Ok(RedisReservation::new(
+        layers[0].0.clone(),
+        held,
+        Duration::ZERO,
+    ))
 }
 
 /// Whether `err` says that Redis could not be asked (it is down or unreachable, the connection
@@ -854,7 +879,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         max_wait: Duration,
     ) -> Result<RedisReservation<C>, Error> {
         let key = self.key(key.as_ref());
-        self.remote.reserve(key, cost, max_wait, None).await
+        reserve(&[(&self.remote, &key)], cost, max_wait, None).await
     }
 
     /// Waits on tokio's timer until a request of `cost` for `key` may proceed, if that is at
@@ -909,7 +934,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
         now: u64,
     ) -> Result<RedisReservation<C>, Error> {
         let key = self.key(key.as_ref());
-        self.remote.reserve(key, cost, max_wait, Some(now)).await
+        reserve(&[(&self.remote, &key)], cost, max_wait, Some(now)).await
     }
 
     /// The counters of decisions Redis made and of those the fallback made, shared by the
@@ -1094,9 +1119,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
         cost: u64,
         max_wait: Duration,
     ) -> Result<RedisReservation<C>, Error> {
-        self.remote
-            .reserve(self.key.to_vec(), cost, max_wait, None)
-            .await
+        reserve(&[(&self.remote, &self.key)], cost, max_wait, None).await
     }
 
     /// Waits until a request of `cost` may proceed, if that is at most `max_wait` from now: as

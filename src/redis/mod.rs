@@ -64,7 +64,8 @@
 //! transition, on the server's clock), and [`RedisReservation::ready`] waits for it on tokio's
 //! timer; a cancel gives it back while nothing was admitted for the key since, and a dropped
 //! wait cancels. [`decide_all`] checks keys of several Redis limiters (any algorithms) all or
-//! nothing in one script: Redis runs it alone, so no other request ever sees a layer held.
+//! nothing in one script, and [`reserve_all`] takes a turn in several GCRA limiters' keys: Redis
+//! runs each script alone, so no other request ever sees a layer held.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -118,9 +119,9 @@ pub use algorithm::RedisAlgorithm;
 pub use fallback::{Fallback, RedisStats};
 pub use fixed_window::RedisFixedWindow;
 pub use gcra::{LeaseGrant, RedisGcra};
+pub use layers::{check_all, decide_all, reserve_all, RedisLayer};
 #[cfg(feature = "reference")]
-pub use layers::decide_all_at;
-pub use layers::{check_all, decide_all, RedisLayer};
+pub use layers::{decide_all_at, reserve_all_at};
 pub use lease::Lease;
 pub use leased::{LeaseStats, LeasedKeyedRateLimiter};
 pub use limiter::{RedisBuilder, RedisKeyedRateLimiter, RedisRateLimiter};

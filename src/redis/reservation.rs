@@ -10,10 +10,11 @@ use tokio::time::Instant;
 use super::limiter::Remote;
 use super::Error;
 
-/// A request admitted into a Redis limiter's schedule, to proceed after
-/// [`delay`](RedisReservation::delay): made by
-/// [`RedisKeyedRateLimiter::reserve_key`](super::RedisKeyedRateLimiter::reserve_key) and
-/// [`RedisRateLimiter::reserve`](super::RedisRateLimiter::reserve).
+/// A request admitted into a Redis limiter's schedule (or into several, all or nothing), to
+/// proceed after [`delay`](RedisReservation::delay): made by
+/// [`RedisKeyedRateLimiter::reserve_key`](super::RedisKeyedRateLimiter::reserve_key),
+/// [`RedisRateLimiter::reserve`](super::RedisRateLimiter::reserve) and
+/// [`reserve_all`](super::reserve_all).
 ///
 /// It is the local [`Reservation`](crate::Reservation) on the key's shared state: every server
 /// that uses the key queues behind it, and [`cancel`](RedisReservation::cancel) gives it back
@@ -26,27 +27,30 @@ use super::Error;
 /// cancel is a round trip).
 #[must_use = "a reservation holds a place in the schedule: wait for it, or cancel it"]
 pub struct RedisReservation<C> {
+    /// The connection of the first layer, where the cancel script runs.
     remote: Remote<C>,
-    key: Vec<u8>,
-    /// The key's TAT before and after, if the reservation was recorded (not by the fallback,
-    /// nor for a cost of 0).
-    held: Option<[u64; 2]>,
+    /// Each key's name and its TAT before and after, if the reservation was recorded there (not
+    /// by the fallback, nor for a cost of 0).
+    held: Vec<(Vec<u8>, Option<[u64; 2]>)>,
     ready_at: Instant,
 }
 
 impl<C> RedisReservation<C> {
     pub(super) fn new(
         remote: Remote<C>,
-        key: Vec<u8>,
-        held: Option<[u64; 2]>,
+        held: Vec<(Vec<u8>, Option<[u64; 2]>)>,
         wait: Duration,
     ) -> RedisReservation<C> {
         RedisReservation {
             remote,
-            key,
             held,
             ready_at: Instant::now() + wait,
         }
+    }
+
+    /// Whether anything was recorded, to give back.
+    fn recorded(&self) -> bool {
+        self.held.iter().any(|(_, held)| held.is_some())
     }
 
     /// How long the request must still wait for its turn: zero once it may proceed.
@@ -82,9 +86,10 @@ impl<C> RedisReservation<C> {
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
-    /// Gives the reservation back if nothing was admitted for the key since (see
-    /// [`Reservation::cancel`](crate::Reservation::cancel)): `Ok(true)` if it was, `Ok(false)`
-    /// if not or if it was never recorded (a cost of 0, or decided by the fallback).
+    /// Gives the reservation back where nothing was admitted for its key since (see
+    /// [`Reservation::cancel`](crate::Reservation::cancel)), each key in the reverse order of
+    /// the reservation, in one round trip: `Ok(true)` if every key's was given back,
+    /// `Ok(false)` if not or if it was never recorded (a cost of 0, or decided by the fallback).
     ///
     /// # Errors
     ///
@@ -101,10 +106,22 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
     /// # }
     /// ```
     pub async fn cancel(self) -> Result<bool, Error> {
-        match self.held {
-            Some(held) => self.remote.cancel(&self.key, held, None).await,
-            None => Ok(false),
+        self.cancel_with(None).await
+    }
+
+    /// The cancel script on every recorded key, in reverse order: all given back?
+    async fn cancel_with(self, now: Option<u64>) -> Result<bool, Error> {
+        let held: Vec<(&[u8], [u64; 2])> = self
+            .held
+            .iter()
+            .rev()
+            .filter_map(|(key, held)| held.map(|held| (&key[..], held)))
+            .collect();
+        if held.is_empty() {
+            return Ok(false);
         }
+        let given = self.remote.cancel(&held, now).await?;
+        Ok(given.len() == self.held.len() && given.iter().all(|&g| g))
     }
 
     /// [`cancel`](RedisReservation::cancel) at the time `now` (microseconds since the Unix
@@ -115,17 +132,14 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
     /// As for [`cancel`](RedisReservation::cancel).
     #[cfg(feature = "reference")]
     pub async fn cancel_at(self, now: u64) -> Result<bool, Error> {
-        match self.held {
-            Some(held) => self.remote.cancel(&self.key, held, Some(now)).await,
-            None => Ok(false),
-        }
+        self.cancel_with(Some(now)).await
     }
 
-    /// The key's TAT before and after the reservation, if it was recorded: for tests.
+    /// Each key's TAT before and after the reservation, where it was recorded: for tests.
     #[cfg(feature = "reference")]
     #[must_use]
-    pub fn held(&self) -> Option<[u64; 2]> {
-        self.held
+    pub fn held(&self) -> Vec<Option<[u64; 2]>> {
+        self.held.iter().map(|(_, held)| *held).collect()
     }
 }
 
@@ -155,7 +169,7 @@ struct CancelOnDrop<C: ConnectionLike + Clone + Send + Sync + 'static>(Option<Re
 impl<C: ConnectionLike + Clone + Send + Sync + 'static> Drop for CancelOnDrop<C> {
     fn drop(&mut self) {
         if let Some(reservation) = self.0.take() {
-            if reservation.held.is_some() {
+            if reservation.recorded() {
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     runtime.spawn(async move {
                         let _ = reservation.cancel().await;
@@ -166,13 +180,18 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Drop for CancelOnDrop<C>
     }
 }
 
-/// The key and the delay.
+/// The keys and the turn.
 impl<C> fmt::Debug for RedisReservation<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys: Vec<_> = self
+            .held
+            .iter()
+            .map(|(key, _)| String::from_utf8_lossy(key))
+            .collect();
         f.debug_struct("RedisReservation")
-            .field("key", &String::from_utf8_lossy(&self.key))
+            .field("keys", &keys)
             .field("ready_at", &self.ready_at)
-            .field("recorded", &self.held.is_some())
+            .field("recorded", &self.recorded())
             .finish()
     }
 }

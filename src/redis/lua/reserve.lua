@@ -1,52 +1,100 @@
 
--- A reservation of GCRA for one key (KEYS[1]): `Gcra::reserve` in whole microseconds since the
--- Unix epoch, the model `RedisGcra::reserve`. The request is admitted now into the key's
--- schedule, to proceed after a wait of at most `max_wait`.
+-- A reservation of GCRA in every one of KEYS, all or nothing: `Gcra::reserve` in whole
+-- microseconds since the Unix epoch on each key, the model `RedisGcra::reserve`. The request is
+-- admitted now into each key's schedule, to proceed after a wait of at most `max_wait` in each.
+-- In a Redis Cluster the keys must share a slot.
 --
--- ARGV[3]  the emission interval, microseconds
--- ARGV[4]  the tolerance (burst × interval), microseconds
--- ARGV[5]  the burst
--- ARGV[6]  the cost, at most the burst
--- ARGV[7]  the longest wait, microseconds; capped at 2^52 less the tolerance, which keeps the
---          stored TAT (now + tolerance + wait) below 2^53
+-- ARGV[3]               the longest wait, microseconds
+-- ARGV[4 + 4(i - 1)]    key i's emission interval, microseconds
+-- ARGV[5 + 4(i - 1)]    its tolerance (burst × interval), microseconds; the wait it allows is
+--                       capped at 2^52 less the tolerance, which keeps the stored TAT (now +
+--                       tolerance + wait) below 2^53
+-- ARGV[6 + 4(i - 1)]    its burst
+-- ARGV[7 + 4(i - 1)]    the cost there, at most the burst
 --
--- Reply: {1, wait, TAT before, TAT after} for a reservation, {0, retry_after, TAT, TAT} for a
--- refusal (the wait beyond `max_wait`).
-local interval = tonumber(ARGV[3])
-local tolerance = tonumber(ARGV[4])
-local burst = tonumber(ARGV[5])
-local key = KEYS[1]
-local cost = integer(ARGV[6], burst)
-local max_wait = integer(ARGV[7], 9007199254740991)
-if not (cost and max_wait) then
-    return redis.error_reply('tollgate: a reservation of ' .. tostring(ARGV[6]) ..
-        ' waiting ' .. tostring(ARGV[7]) .. ' is not one the burst of ' .. ARGV[5] .. ' allows')
-end
-max_wait = math.min(max_wait, 4503599627370496 - tolerance)
-local tat = integer(redis.call('GET', key) or '0', 9007199254740991)
-if not tat then
-    return not_a_state(key, 'GCRA')
+-- 1. Each key alone: if any would need a longer wait, the request is refused, nothing is
+--    written, and the refusal names the key with the longest excess.
+-- 2. Each key in order, on what the ones before it would write (a key listed twice takes two
+--    turns): if one refuses, nothing is written and the refusal names it; else every key's new
+--    TAT is written, with its expiry.
+--
+-- Reply: {0, 0, then for each key {wait, TAT before, TAT after}} for a reservation;
+-- {i, retry_after} for a refusal by key i (from 1), the wait beyond `max_wait`.
+local max_wait = integer(ARGV[3], 9007199254740991)
+if not max_wait then
+    return redis.error_reply('tollgate: a wait of ' .. tostring(ARGV[3]) .. ' microseconds')
 end
 local now = now_us
-if cost == 0 then
-    return {1, 0, tat, tat}
-end
--- As in `decide`: the latest TAT with room for `cost` now.
-local latest = now + (tolerance - cost * interval)
-local wait = 0
-local new_tat
-if tat <= latest then
-    new_tat = math.max(tat, now) + cost * interval
-else
-    wait = tat - latest
-    if wait > max_wait then
-        return {0, wait - max_wait, tat, tat}
+local layers = {}
+for i, key in ipairs(KEYS) do
+    local at = 4 + 4 * (i - 1)
+    local interval, tolerance = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+    local burst = tonumber(ARGV[at + 2])
+    local cost = integer(ARGV[at + 3], burst)
+    if not (interval and tolerance and cost) then
+        return redis.error_reply('tollgate: a reservation of ' .. tostring(ARGV[at + 3]) ..
+            ' for ' .. key .. ' is not one the burst of ' .. tostring(ARGV[at + 2]) .. ' allows')
     end
-    new_tat = now + tolerance + wait
+    layers[i] = {key = key, interval = interval, tolerance = tolerance, cost = cost,
+        max_wait = math.min(max_wait, 4503599627370496 - tolerance)}
 end
-if injected then
-    redis.call('SET', key, string.format('%.0f', new_tat))
-else
-    redis.call('SET', key, string.format('%.0f', new_tat), 'PX', div(new_tat - now + 999, 1000))
+
+-- The key's reservation: the wait and the TATs before and after; or nil and the excess.
+local function reserve(layer)
+    local tat = integer(get(layer.key) or '0', 9007199254740991)
+    if not tat then
+        return nil, not_a_state(layer.key, 'GCRA')
+    end
+    if layer.cost == 0 then
+        return 0, tat, tat
+    end
+    -- As in `decide`: the latest TAT with room for `cost` now.
+    local latest = now + (layer.tolerance - layer.cost * layer.interval)
+    if tat <= latest then
+        return 0, tat, math.max(tat, now) + layer.cost * layer.interval
+    end
+    local wait = tat - latest
+    if wait > layer.max_wait then
+        return false, wait - layer.max_wait
+    end
+    return wait, tat, now + layer.tolerance + wait
 end
-return {1, wait, tat, new_tat}
+
+local refused, longest = 0, -1
+for i, layer in ipairs(layers) do
+    local wait, excess = reserve(layer)
+    if wait == nil then
+        return excess
+    end
+    if wait == false and excess > longest then
+        refused, longest = i, excess
+    end
+end
+if refused ~= 0 then
+    return {refused, longest}
+end
+
+local reply = {0, 0}
+for i, layer in ipairs(layers) do
+    local wait, before, after = reserve(layer)
+    if wait == nil then
+        return before
+    end
+    if wait == false then
+        return {i, before}
+    end
+    pending[layer.key] = string.format('%.0f', after)
+    local n = #reply
+    reply[n + 1], reply[n + 2], reply[n + 3] = wait, before, after
+end
+for i, layer in ipairs(layers) do
+    local after = reply[2 + 3 * i]
+    if reply[1 + 3 * i] ~= after then
+        if injected then
+            redis.call('SET', layer.key, pending[layer.key])
+        else
+            redis.call('SET', layer.key, pending[layer.key], 'PX', div(after - now + 999, 1000))
+        end
+    end
+end
+return reply
