@@ -9,29 +9,15 @@
 mod server;
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use server::{Cluster, Server};
+use server::{decide, fresh, fresh_key, runtime, stored, Cluster, Server};
 use tollgate::redis::{
     Error, Fallback, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisKeyedRateLimiter,
     RedisRateLimiter, RedisSlidingWindow,
 };
 use tollgate::{BuildError, Decision, Quota};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
-/// A fresh key for each use of the shared server.
-fn fresh_key() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("k{}", NEXT.fetch_add(1, Relaxed))
-}
 
 /// A time in microseconds since the Unix epoch: the start of a replay. Around now, or near the
 /// end of the range the scripts compute exactly in (2^52 µs), less the quota's tolerance and the
@@ -89,42 +75,6 @@ fn window() -> impl Strategy<Value = RedisAlgorithm> {
             RedisFixedWindow::new(&quota).ok().map(RedisAlgorithm::from)
         }
     })
-}
-
-/// The crate's transition in the script's units: the decision, and the fields of the state
-/// (GCRA's TAT; a window's index and counts), from and to `state`.
-fn decide(algorithm: &RedisAlgorithm, state: &[u64], now: u64, cost: u64) -> (Decision, Vec<u64>) {
-    match algorithm {
-        RedisAlgorithm::Gcra(gcra) => {
-            let (decision, tat) = gcra.decide(state[0], now, cost);
-            (decision, vec![tat])
-        }
-        RedisAlgorithm::SlidingWindow(window) => {
-            let (decision, fields) = window.decide([state[0], state[1], state[2]], now, cost);
-            (decision, fields.to_vec())
-        }
-        RedisAlgorithm::FixedWindow(window) => {
-            let (decision, fields) = window.decide([state[0], state[1]], now, cost);
-            (decision, fields.to_vec())
-        }
-        other => unreachable!("{other:?}"),
-    }
-}
-
-/// The fresh state of `algorithm`'s keys: all fields 0.
-fn fresh(algorithm: &RedisAlgorithm) -> Vec<u64> {
-    match algorithm {
-        RedisAlgorithm::Gcra(_) => vec![0],
-        RedisAlgorithm::SlidingWindow(_) => vec![0; 3],
-        _ => vec![0; 2],
-    }
-}
-
-/// The value a script stores for `state`: its fields joined by `:`, nothing for a fresh one
-/// (every admission of a cost above 0 leaves a state that is not all 0).
-fn stored(state: &[u64]) -> Option<String> {
-    let fields: Vec<String> = state.iter().map(u64::to_string).collect();
-    state.iter().any(|&f| f > 0).then(|| fields.join(":"))
 }
 
 /// The time a replay's steps are counted in: a third of the interval (GCRA) or of the window,

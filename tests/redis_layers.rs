@@ -15,55 +15,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use server::Server;
+use server::{decide, fresh, runtime, stored, Server};
 use tollgate::redis::{
     check_all, decide_all, decide_all_at, Error, RedisAlgorithm, RedisFixedWindow, RedisGcra,
     RedisKeyedRateLimiter, RedisRateLimiter, RedisSlidingWindow,
 };
 use tollgate::{Decision, Quota};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
 fn fresh_prefix() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("p{}:", NEXT.fetch_add(1, Relaxed))
-}
-
-/// The crate's transition in the script's units, on the fields of a state.
-fn decide(algorithm: &RedisAlgorithm, state: &[u64], now: u64, cost: u64) -> (Decision, Vec<u64>) {
-    match algorithm {
-        RedisAlgorithm::Gcra(gcra) => {
-            let (decision, tat) = gcra.decide(state[0], now, cost);
-            (decision, vec![tat])
-        }
-        RedisAlgorithm::SlidingWindow(window) => {
-            let (decision, fields) = window.decide([state[0], state[1], state[2]], now, cost);
-            (decision, fields.to_vec())
-        }
-        RedisAlgorithm::FixedWindow(window) => {
-            let (decision, fields) = window.decide([state[0], state[1]], now, cost);
-            (decision, fields.to_vec())
-        }
-        other => unreachable!("{other:?}"),
-    }
-}
-
-fn fresh(algorithm: &RedisAlgorithm) -> Vec<u64> {
-    match algorithm {
-        RedisAlgorithm::Gcra(_) => vec![0],
-        RedisAlgorithm::SlidingWindow(_) => vec![0; 3],
-        _ => vec![0; 2],
-    }
-}
-
-fn stored(state: &[u64]) -> Option<String> {
-    let fields: Vec<String> = state.iter().map(u64::to_string).collect();
-    state.iter().any(|&f| f > 0).then(|| fields.join(":"))
 }
 
 /// A decision's fields: allowed, remaining, retry after, reset after, limit.

@@ -9,19 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use server::Server;
+use server::{runtime, Server};
 use tollgate::redis::{
     Error, Fallback, Lease, LeasedKeyedRateLimiter, RedisGcra, RedisKeyedRateLimiter,
 };
 use tollgate::{BuildError, Quota};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 async fn leased(server: &Server, quota: Quota, lease: Lease) -> LeasedKeyedRateLimiter {
     let gcra = RedisGcra::new(&quota).unwrap();

@@ -10,28 +10,15 @@
 
 mod server;
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use server::Server;
+use server::{fresh_key, runtime, Server};
 use tollgate::redis::{
     Error, Fallback, RedisGcra, RedisKeyedRateLimiter, RedisRateLimiter, RedisReservation,
     RedisSlidingWindow,
 };
 use tollgate::Quota;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
-
-fn fresh_key() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("k{}", NEXT.fetch_add(1, Relaxed))
-}
 
 #[derive(Clone, Debug)]
 enum Op {

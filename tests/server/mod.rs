@@ -9,9 +9,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use redis::aio::ConnectionManager;
 use tollgate::redis::{RedisAlgorithm, RedisKeyedRateLimiter};
-use tollgate::Quota;
+use tollgate::{Decision, Quota};
 
 /// What installs the server where it is missing, for the message of a test that cannot start it.
 const INSTALL: &str = "apt-get update && apt-get install -y redis-server redis-tools";
@@ -324,4 +326,59 @@ fn text(value: &redis::Value) -> String {
         redis::Value::VerbatimString { text, .. } => text.clone(),
         other => panic!("not text: {other:?}"),
     }
+}
+
+/// A runtime for a test's own `block_on`s.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// A fresh key for each use of a shared server.
+pub fn fresh_key() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("k{}", NEXT.fetch_add(1, Relaxed))
+}
+
+/// The crate's transition in the script's units: the decision, and the fields of the state
+/// (GCRA's TAT; a window's index and counts), from and to `state`.
+pub fn decide(
+    algorithm: &RedisAlgorithm,
+    state: &[u64],
+    now: u64,
+    cost: u64,
+) -> (Decision, Vec<u64>) {
+    match algorithm {
+        RedisAlgorithm::Gcra(gcra) => {
+            let (decision, tat) = gcra.decide(state[0], now, cost);
+            (decision, vec![tat])
+        }
+        RedisAlgorithm::SlidingWindow(window) => {
+            let (decision, fields) = window.decide([state[0], state[1], state[2]], now, cost);
+            (decision, fields.to_vec())
+        }
+        RedisAlgorithm::FixedWindow(window) => {
+            let (decision, fields) = window.decide([state[0], state[1]], now, cost);
+            (decision, fields.to_vec())
+        }
+        other => unreachable!("{other:?}"),
+    }
+}
+
+/// The fresh state of `algorithm`'s keys: all fields 0.
+pub fn fresh(algorithm: &RedisAlgorithm) -> Vec<u64> {
+    match algorithm {
+        RedisAlgorithm::Gcra(_) => vec![0],
+        RedisAlgorithm::SlidingWindow(_) => vec![0; 3],
+        _ => vec![0; 2],
+    }
+}
+
+/// The value a script stores for `state`: its fields joined by `:`, nothing for a fresh one
+/// (every admission of a cost above 0 leaves a state that is not all 0).
+pub fn stored(state: &[u64]) -> Option<String> {
+    let fields: Vec<String> = state.iter().map(u64::to_string).collect();
+    state.iter().any(|&f| f > 0).then(|| fields.join(":"))
 }
