@@ -4,8 +4,9 @@
 # retried on a word that holds no state of its key: another key's, or a reservation of its own;
 # a reset of every key that decides on reservations; an entry judged by the table's own quota
 # whatever the tier its word carries), the cancel of a reservation (given back with others
-# behind it), and the release of a layered check's holds (none, or none once another request
-# was admitted), runs the models
+# behind it), the release of a layered check's holds (none, or none once another request was
+# admitted), and a direct limiter's reconfiguration (the state word retired without checking it,
+# or taken for a state; a reconfigured limiter deciding with its first quota), runs the models
 # that the list below names for that break, and expects every one of them to fail: the list is
 # also the record of which model guards which part of the protocol. It works on a copy of the
 # working tree in a temporary folder, so the checkout itself is never modified: a commit made
@@ -118,10 +119,10 @@ mutant "a cancel that gives back a reservation with others behind it" \
 mutant "a refused layered check that releases nothing it held" \
     "a_refused_check_releases_its_hold a_release_races_an_admission_in_its_gcra_layer
      a_release_races_an_admission_in_its_window_layer" \
-    's/Sealed::release\(self\.algorithm\(\), state, held, cost, now\)/state/' src/layers/mod.rs
+    's/(update_in\(hold\.generation, \|state, algorithm\| \{\s*)\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/$1((), state)/' src/layers/mod.rs
 mutant "a refused layered check that releases nothing it held on a key" \
     "a_refused_layered_check_releases_its_hold_on_a_key" \
-    's/\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/((), state)/' src/layers/mod.rs
+    's/(update_existing\(&self\.probe, \|state\| \{\s*)\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/$1((), state)/' src/layers/mod.rs
 mutant "a refused reservation over layers that cancels none of its turns" \
     "a_refused_reservation_over_layers_cancels_its_turns" \
     's/self\.cancel_at\(held, holds\[held\]\);/let _ = held;/' src/layers/reserve.rs
@@ -132,6 +133,15 @@ mutant "a sliding-window release that takes the cost out of nothing" \
     "a_release_races_an_admission_in_its_window_layer" \
     's/self\.pack\(index, prev, cur\.saturating_sub\(cost\)\)/state/' src/algorithm/sliding_window.rs
 
+mutant "a first reconfiguration that retires the state word without checking it is the one it converts" \
+    "a_check_races_the_first_reconfiguration a_tightening_races_a_check_of_the_old_burst" \
+    's/self\s*\.word\s*\.compare_exchange\(word, MOVED, Release, Relaxed\)/Ok::<u64, u64>(self.word.swap(MOVED, Release))/' src/store/cell.rs
+mutant "a decision that takes the retired state word for a state" \
+    "a_check_races_the_first_reconfiguration" \
+    's/if current == MOVED \{\n(\s*)return self\.update_moved/if false {\n$1return self.update_moved/' src/store/cell.rs
+mutant "a decision on a reconfigured limiter judged by the quota it was built with" \
+    "checks_race_a_reconfiguration_of_a_moved_limiter a_check_races_two_reconfigurations" \
+    's/step\(loaded\.word, &loaded\.algorithm\);\n(\s*)if next == loaded\.word \{\n(\s*)return \(outcome, loaded\.generation/step(loaded.word, &self.first);\n$1if next == loaded.word {\n$2return (outcome, loaded.generation/' src/store/cell.rs
 if [ "$failures" -ne 0 ]; then
     echo "$failures mutant(s) not caught"
     exit 1

@@ -41,8 +41,7 @@ use crate::store::StateCell;
 /// # }
 /// ```
 pub struct RateLimiter<A = Gcra, C = TscClock> {
-    state: StateCell,
-    algorithm: A,
+    state: StateCell<A>,
     clock: C,
 }
 
@@ -131,8 +130,7 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// ```
     pub fn with_clock(algorithm: A, clock: C) -> RateLimiter<A, C> {
         RateLimiter {
-            state: StateCell::new(),
-            algorithm,
+            state: StateCell::new(algorithm),
             clock,
         }
     }
@@ -153,7 +151,12 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// ```
     #[inline]
     pub fn check(&self) -> Result<(), Denied> {
-        self.apply(1)
+        let now = self.clock.now();
+        self.state
+            .update(|word, algorithm| match algorithm.transition(word, now, 1) {
+                Transition::Allow { state } => (Ok(()), state),
+                Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
+            })
     }
 
     /// Admits a request of `cost` units (bytes, tokens, rows...) all at once, or none of it.
@@ -174,8 +177,16 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// ```
     #[inline]
     pub fn check_n(&self, cost: u64) -> Result<(), CheckError> {
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
-        Ok(self.apply(cost)?)
+        let now = self.clock.now();
+        self.state.update(|word, algorithm| {
+            if let Err(err) = InsufficientCapacity::check(cost, algorithm.capacity()) {
+                return (Err(err.into()), word);
+            }
+            match algorithm.transition(word, now, cost) {
+                Transition::Allow { state } => (Ok(()), state),
+                Transition::Deny { retry_after } => (Err(Denied::new(retry_after).into()), word),
+            }
+        })
     }
 
     /// Decides a request of `cost` and reports everything about it: admitted or not, what
@@ -197,11 +208,16 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert_eq!((d.remaining(), d.limit()), (6, 10));
     /// ```
     pub fn decide(&self, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
         let now = self.clock.now();
-        Ok(self
-            .state
-            .update(|word| self.algorithm.decide(word, now, cost)))
+        self.state.update(|word, algorithm| {
+            match InsufficientCapacity::check(cost, algorithm.capacity()) {
+                Ok(()) => {
+                    let (decision, next) = algorithm.decide(word, now, cost);
+                    (Ok(decision), next)
+                }
+                Err(err) => (Err(err), word),
+            }
+        })
     }
 
     /// Whether one request would be admitted now, and if not, when it would be, without
@@ -248,13 +264,21 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert!(limiter.peek_n(11).is_err());
     /// ```
     pub fn peek_n(&self, cost: u64) -> Result<Decision, InsufficientCapacity> {
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
-        Ok(self.peek_at(cost))
+        let now = self.clock.now();
+        let loaded = self.state.load();
+        InsufficientCapacity::check(cost, loaded.algorithm.capacity())?;
+        Ok(crate::algorithm::peek(
+            &loaded.algorithm,
+            loaded.word,
+            now,
+            cost,
+        ))
     }
 
     fn peek_at(&self, cost: u64) -> Decision {
         let now = self.clock.now();
-        crate::algorithm::peek(&self.algorithm, self.state.load(), now, cost)
+        let loaded = self.state.load();
+        crate::algorithm::peek(&loaded.algorithm, loaded.word, now, cost)
     }
 
     /// Forgets everything admitted so far: the next request is decided as a new limiter's. For a
@@ -276,7 +300,70 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
         self.state.reset();
     }
 
-    /// The algorithm this limiter runs.
+    /// Changes the quota while the limiter runs, without a lock on the decision path and
+    /// without losing what has been admitted.
+    ///
+    /// What carries over is the room: the requests the limiter would still admit now, capped
+    /// at the new burst (or limit). So tightening takes effect at once, and loosening grants no
+    /// burst by itself: the new rate fills the room from where it was. For GCRA, reservations
+    /// waiting their turn keep their place (the backlog is rescaled to the new rate); the
+    /// windows count what they had used as used in the window that holds now. The exact rules
+    /// are [`Algorithm::carry_over`]'s.
+    ///
+    /// Decisions racing the change are made either before it, with the old quota, and then
+    /// converted with the rest of the state, or after it, with the new quota: never with one
+    /// quota on the other's state. A [`Reservation`] made before the change still proceeds at
+    /// its time, but its cancel gives nothing back (its hold was converted with the rest). A
+    /// limiter that has been reconfigured decides with a 128-bit compare-and-swap (one that
+    /// never was keeps the 64-bit one); setting the quota in force changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Quota`] if the algorithm cannot take `quota` (a window's limit that does
+    /// not fit its packed word); the limiter is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, ManualClock, Quota, RateLimiter};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = RateLimiter::with_clock(Gcra::from(Quota::per_second(100).unwrap()), &clock);
+    /// limiter.check_n(40).unwrap(); // 60 left
+    ///
+    /// // Tightening: at most the new burst is left.
+    /// limiter.set_quota(Quota::per_second(10).unwrap()).unwrap();
+    /// assert_eq!(limiter.peek().remaining(), 10);
+    ///
+    /// // Loosening: what was left stays, and the new rate refills it.
+    /// limiter.check_n(10).unwrap();
+    /// limiter.set_quota(Quota::per_second(100).unwrap()).unwrap();
+    /// assert_eq!(limiter.peek().remaining(), 0);
+    /// clock.advance(Duration::from_millis(50));
+    /// assert_eq!(limiter.peek().remaining(), 5);
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), BuildError> {
+        self.reconfigure(A::for_quota(&quota)?);
+        Ok(())
+    }
+
+    /// Changes the algorithm's parameters while the limiter runs: [`set_quota`] with an
+    /// algorithm built already.
+    ///
+    /// [`set_quota`]: RateLimiter::set_quota
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, Quota, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::gcra(Quota::per_second(5).unwrap());
+    /// limiter.reconfigure(Gcra::from(Quota::per_second(50).unwrap()));
+    /// assert_eq!(limiter.algorithm().capacity(), 50);
+    /// ```
+    pub fn reconfigure(&self, algorithm: A) {
+        self.state.reconfigure(algorithm, || self.clock.now());
+    }
+
+    /// The algorithm this limiter runs: the one it was built with, or the last
+    /// [`set_quota`](RateLimiter::set_quota) gave it.
     ///
     /// ```
     /// # use tollgate::{Algorithm, Quota, RateLimiter};
@@ -284,8 +371,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
     /// assert_eq!(limiter.algorithm().capacity(), 5);
     /// ```
     #[must_use]
-    pub fn algorithm(&self) -> &A {
-        &self.algorithm
+    pub fn algorithm(&self) -> A {
+        self.state.algorithm()
     }
 
     /// The clock this limiter reads.
@@ -303,19 +390,8 @@ impl<A: Algorithm, C: Clock> RateLimiter<A, C> {
 
     /// The state's cell, for the layers of an all-or-nothing check.
     #[inline]
-    pub(crate) fn cell(&self) -> &StateCell {
+    pub(crate) fn cell(&self) -> &StateCell<A> {
         &self.state
-    }
-
-    /// One clock read and one compare-and-swap loop over the cheap transition.
-    #[inline]
-    fn apply(&self, cost: u64) -> Result<(), Denied> {
-        let now = self.clock.now();
-        self.state
-            .update(|word| match self.algorithm.transition(word, now, cost) {
-                Transition::Allow { state } => (Ok(()), state),
-                Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), word),
-            })
     }
 }
 
@@ -349,12 +425,13 @@ impl<C: Clock> RateLimiter<Gcra, C> {
     /// ```
     #[inline]
     pub fn reserve(&self, cost: u64, max_wait: Duration) -> Result<Reservation<'_, C>, CheckError> {
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
+        InsufficientCapacity::check(cost, self.algorithm().capacity())?;
         let now = self.clock.now();
         // A layer's reservation step: the reservation is built once, after the loop.
         let (hold, ready_at) = Turn::hold(self, now, cost, Nanos::from_duration(max_wait))?;
         Ok(Reservation::direct(
             &self.state,
+            hold.generation,
             &self.clock,
             (hold.before, hold.after),
             ready_at,
@@ -412,7 +489,7 @@ impl<C: Clock> RateLimiter<Gcra, C> {
 impl<A: Algorithm, C: Clock> fmt::Debug for RateLimiter<A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiter")
-            .field("algorithm", &self.algorithm)
+            .field("algorithm", &self.algorithm())
             .field("state", &self.peek())
             .finish_non_exhaustive()
     }

@@ -44,6 +44,7 @@
 use core::fmt;
 use core::time::Duration;
 
+use crate::algorithm::Gcra;
 use crate::clock::{Clock, Nanos};
 use crate::layers::{give_back, Hold};
 use crate::store::{Probe, StateCell, Table};
@@ -83,19 +84,21 @@ pub struct Reservation<'a, C> {
 /// Where a reservation's state lives.
 #[derive(Clone, Copy)]
 enum Schedule<'a> {
-    Direct(&'a StateCell),
+    Direct(&'a StateCell<Gcra>, u64),
     Keyed(&'a Table, Probe),
 }
 
 impl<'a, C: Clock> Reservation<'a, C> {
-    /// A reservation of a direct limiter's state, from `before` to `after`.
+    /// A reservation of a direct limiter's state, from `before` to `after` in `generation`.
     pub(crate) fn direct(
-        cell: &'a StateCell,
+        cell: &'a StateCell<Gcra>,
+        generation: u64,
         clock: &'a C,
         (before, after): (u64, u64),
         ready_at: Nanos,
     ) -> Reservation<'a, C> {
-        Reservation::new(Some(Schedule::Direct(cell)), clock, before, after, ready_at)
+        let schedule = Schedule::Direct(cell, generation);
+        Reservation::new(Some(schedule), clock, before, after, ready_at)
     }
 
     /// A reservation of a key's state in `table`, from `before` to `after`.
@@ -209,16 +212,20 @@ impl<'a, C: Clock> Reservation<'a, C> {
     /// assert!(limiter.check().is_ok());
     /// ```
     pub fn cancel(self) -> bool {
-        let step = give_back(Hold {
+        let hold = |generation| Hold {
             before: self.before,
             after: self.after,
             recorded: true,
-        });
+            generation,
+        };
         match self.schedule {
             None => false,
-            Some(Schedule::Direct(cell)) => cell.update(step),
+            Some(Schedule::Direct(cell, generation)) => {
+                let mut step = give_back(hold(generation));
+                cell.update_in(generation, |word, _| step(word)) == Some(true)
+            }
             Some(Schedule::Keyed(table, probe)) => {
-                table.update_existing(&probe, step) == Some(true)
+                table.update_existing(&probe, give_back(hold(0))) == Some(true)
             }
         }
     }

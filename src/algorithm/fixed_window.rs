@@ -123,12 +123,13 @@ impl FixedWindow {
         Duration::from_nanos(self.period)
     }
 
-    /// The counter with its period in some other unit of time than the nanosecond (the Redis
-    /// backend's milliseconds), for [`decide_fields`](Self::decide_fields) alone: the
-    /// transition is the same arithmetic in any unit, and the packed word's layout, which
-    /// bounds nanoseconds, does not apply. `period` is at least 1.
-    #[cfg(feature = "redis")]
-    pub(crate) const fn in_units(period: u64, limit: u64) -> FixedWindow {
+    /// The counter with these parameters, which a validated quota gave
+    /// ([`to_words`](super::sealed::Sealed::to_words)); or with its period in some other unit of
+    /// time than the nanosecond (the Redis backend's), for
+    /// [`decide_fields`](Self::decide_fields) alone: the transition is the same arithmetic in
+    /// any unit, and the packed word's layout, which bounds nanoseconds, does not apply.
+    /// `period` is at least 1.
+    pub(crate) const fn from_parts(period: u64, limit: u64) -> FixedWindow {
         FixedWindow {
             period,
             limit,
@@ -309,6 +310,10 @@ impl Algorithm for FixedWindow {
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         let (stored, count) = self.unpack(state);
         count == 0 || now.as_nanos() / self.period > stored
+    }
+
+    fn carry_over(&self, state: u64, now: Nanos, to: &FixedWindow) -> u64 {
+        super::window::carry_over(self, state, now, to)
     }
 }
 

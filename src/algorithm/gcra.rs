@@ -97,6 +97,15 @@ impl Gcra {
     }
 
     /// The parameters a snapshot records: a restore requires the same.
+    /// GCRA with these parameters, as [`to_words`](super::sealed::Sealed::to_words) gave them.
+    pub(crate) const fn from_parts(emission_interval: u64, tolerance: u64, burst: u64) -> Gcra {
+        Gcra {
+            emission_interval,
+            tolerance,
+            burst,
+        }
+    }
+
     pub(crate) const fn snapshot_params(&self) -> [u64; 3] {
         [self.emission_interval, self.tolerance, self.burst]
     }
@@ -351,6 +360,28 @@ impl Algorithm for Gcra {
     fn is_idle(&self, state: u64, now: Nanos) -> bool {
         // The schedule is paid off: max(TAT, now) = now, as for the fresh word, now and later.
         state <= now.as_nanos()
+    }
+
+    fn carry_over(&self, state: u64, now: Nanos, to: &Gcra) -> u64 {
+        let now = now.as_nanos();
+        // How far the schedule runs ahead of the clock, in the old interval's nanoseconds.
+        let debt = state.max(now) - now;
+        let (from_interval, to_interval) = (
+            u128::from(self.emission_interval),
+            u128::from(to.emission_interval),
+        );
+        let ahead = if let Some(room) = self.tolerance.checked_sub(debt) {
+            // Rescaled and rounded down: never more room than the old state had.
+            let room =
+                (u128::from(room) * to_interval / from_interval).min(u128::from(to.tolerance));
+            u128::from(to.tolerance) - room
+        } else {
+            // Reservations waiting their turn: the backlog, rounded up.
+            let backlog = u128::from(debt - self.tolerance) * to_interval;
+            u128::from(to.tolerance) + backlog.div_ceil(from_interval)
+        };
+        // `u64::MAX` is never a state.
+        (u128::from(now) + ahead).min(u128::from(u64::MAX - 1)) as u64
     }
 }
 

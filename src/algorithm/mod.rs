@@ -169,6 +169,44 @@ pub trait Algorithm: sealed::Sealed + Send + Sync + core::fmt::Debug {
     /// assert!(gcra.is_idle(state, Nanos::from_nanos(100_000_000)));
     /// ```
     fn is_idle(&self, state: u64, now: Nanos) -> bool;
+
+    /// The state under the algorithm `to` that carries over what `state` has left at `now`:
+    /// what a limiter changing its quota from `self`'s to `to`'s stores.
+    ///
+    /// What carries over is the room: the requests the state would still admit at `now`, capped
+    /// at what `to` admits from fresh. So tightening takes effect at once (never more than the
+    /// new burst or limit is left), and loosening grants nothing by itself: the new rate fills
+    /// the room from where it was. What has been used is never forgotten:
+    ///
+    /// - [`Gcra`]: the room (the schedule's distance below its tolerance, in the old emission
+    ///   interval) is rescaled to the new one, rounded down, and capped at the new tolerance;
+    ///   a schedule running ahead of its tolerance (reservations waiting their turn) carries
+    ///   its backlog over the same way, rounded up. A state that had `n` requests left has
+    ///   `min(n, burst)` left, and a schedule whose last reservation was due in `d` is due in
+    ///   `d` rescaled by the ratio of the intervals.
+    /// - [`SlidingWindow`] and [`FixedWindow`]: the requests left (the decision's
+    ///   [`remaining`](Decision::remaining)), capped at the new limit, are what is left of the
+    ///   window that holds `now` under the new period; the rest of the new limit is counted
+    ///   as used in it, and the previous window as empty. A window that is shorter, or a new
+    ///   one, is never given more than the old state had left.
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, Gcra, Nanos, Quota};
+    ///
+    /// let fast = Gcra::from(Quota::per_second(100).unwrap());
+    /// let slow = Gcra::from(Quota::per_second(10).unwrap());
+    /// let (_, state) = fast.decide(0, Nanos::ZERO, 40); // 60 left
+    /// // Tightening: 60 left is more than the new burst, so the new burst is left.
+    /// let tight = fast.carry_over(state, Nanos::ZERO, &slow);
+    /// assert_eq!(slow.decide(tight, Nanos::ZERO, 0).0.remaining(), 10);
+    /// // Loosening back: 10 left stays 10, and the rest refills at 100 per second.
+    /// let loose = slow.carry_over(tight, Nanos::ZERO, &fast);
+    /// assert_eq!(fast.decide(loose, Nanos::ZERO, 0).0.remaining(), 10);
+    /// assert_eq!(fast.decide(loose, Nanos::from_nanos(100_000_000), 0).0.remaining(), 20);
+    /// ```
+    fn carry_over(&self, state: u64, now: Nanos, to: &Self) -> u64
+    where
+        Self: Sized;
 }
 
 /// What a peek at `state` reports for a request of `cost` at `now`: the request's outcome and
@@ -183,8 +221,9 @@ pub(crate) fn peek<A: Algorithm>(algorithm: &A, state: u64, now: Nanos, cost: u6
 pub(crate) mod sealed {
     use super::Algorithm;
     use crate::clock::Nanos;
+    use crate::quota::{Quota, QuotaError};
 
-    pub trait Sealed {
+    pub trait Sealed: Copy {
         /// Gives back a hold of `cost` that moved a state from `before` to `after`, from the
         /// state as it is now, `state`, at `now`: what an all-or-nothing check does to the
         /// layers it held when a later layer refused. Never less constraining than the state
@@ -234,6 +273,22 @@ pub(crate) mod sealed {
             let _ = (state, shift, now);
             None
         }
+
+        /// The algorithm for `quota`, as its constructor builds it: what a limiter changing its
+        /// quota switches to.
+        fn for_quota(quota: &Quota) -> Result<Self, QuotaError>
+        where
+            Self: Sized;
+
+        /// The parameters as three words, which [`from_words`](Sealed::from_words) turns back
+        /// into the algorithm: how a reconfigurable store keeps the algorithm of each
+        /// generation in atomics, read while another thread may be writing the next one.
+        fn to_words(&self) -> [u64; 3];
+
+        /// The algorithm whose [`to_words`](Sealed::to_words) are `words`.
+        fn from_words(words: [u64; 3]) -> Self
+        where
+            Self: Sized;
     }
 
     impl Sealed for super::Gcra {
@@ -259,6 +314,20 @@ pub(crate) mod sealed {
             // The schedule runs further ahead of the clock than a request's room.
             state.saturating_sub(now.as_nanos()) > room
         }
+
+        fn for_quota(quota: &Quota) -> Result<Self, QuotaError> {
+            Ok(Self::new(quota))
+        }
+
+        #[inline]
+        fn to_words(&self) -> [u64; 3] {
+            self.snapshot_params()
+        }
+
+        #[inline]
+        fn from_words([emission_interval, tolerance, burst]: [u64; 3]) -> Self {
+            Self::from_parts(emission_interval, tolerance, burst)
+        }
     }
     impl Sealed for super::SlidingWindow {
         fn release(&self, state: u64, [_, after]: [u64; 2], cost: u64, _: Nanos) -> u64 {
@@ -271,6 +340,20 @@ pub(crate) mod sealed {
 
         fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
             self.rebase(state, shift, now)
+        }
+
+        fn for_quota(quota: &Quota) -> Result<Self, QuotaError> {
+            Self::new(quota)
+        }
+
+        #[inline]
+        fn to_words(&self) -> [u64; 3] {
+            self.snapshot_params()
+        }
+
+        #[inline]
+        fn from_words([period, limit, _]: [u64; 3]) -> Self {
+            Self::from_parts(period, limit)
         }
     }
 
@@ -285,6 +368,20 @@ pub(crate) mod sealed {
 
         fn rebase(&self, state: u64, shift: i128, now: Nanos) -> Option<u64> {
             self.rebase(state, shift, now)
+        }
+
+        fn for_quota(quota: &Quota) -> Result<Self, QuotaError> {
+            Self::new(quota)
+        }
+
+        #[inline]
+        fn to_words(&self) -> [u64; 3] {
+            self.snapshot_params()
+        }
+
+        #[inline]
+        fn from_words([period, limit, _]: [u64; 3]) -> Self {
+            Self::from_parts(period, limit)
         }
     }
 }

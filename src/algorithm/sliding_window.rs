@@ -148,12 +148,13 @@ impl SlidingWindow {
         Duration::from_nanos(self.period)
     }
 
-    /// The counter with its period in some other unit of time than the nanosecond (the Redis
-    /// backend's milliseconds), for [`decide_fields`](Self::decide_fields) alone: the
-    /// transition is the same arithmetic in any unit, and the packed word's layout, which
-    /// bounds nanoseconds, does not apply. `period` is at least 1.
-    #[cfg(feature = "redis")]
-    pub(crate) const fn in_units(period: u64, limit: u64) -> SlidingWindow {
+    /// The counter with these parameters, which a validated quota gave
+    /// ([`to_words`](super::sealed::Sealed::to_words)); or with its period in some other unit of
+    /// time than the nanosecond (the Redis backend's), for
+    /// [`decide_fields`](Self::decide_fields) alone: the transition is the same arithmetic in
+    /// any unit, and the packed word's layout, which bounds nanoseconds, does not apply.
+    /// `period` is at least 1.
+    pub(crate) const fn from_parts(period: u64, limit: u64) -> SlidingWindow {
         SlidingWindow {
             period,
             limit,
@@ -413,6 +414,10 @@ impl Algorithm for SlidingWindow {
         (prev == 0 && cur == 0)
             || index >= stored.saturating_add(2)
             || (index == stored.saturating_add(1) && cur == 0)
+    }
+
+    fn carry_over(&self, state: u64, now: Nanos, to: &SlidingWindow) -> u64 {
+        super::window::carry_over(self, state, now, to)
     }
 }
 

@@ -9,7 +9,7 @@
 
 use core::time::Duration;
 
-use super::count_bits;
+use super::{count_bits, Algorithm, Transition};
 use crate::clock::Nanos;
 use crate::quota::{Quota, QuotaError};
 
@@ -102,6 +102,18 @@ pub(super) fn position(period: u64, stored: u64, now: Nanos) -> Position {
             elapsed: 0,
             delay: start - now,
         }
+    }
+}
+
+/// A window counter's [`carry_over`](Algorithm::carry_over): a fresh state under `to`, charged
+/// at `now` with what `to` must not give: its limit less what `from` has left, capped at it.
+pub(super) fn carry_over<A: Algorithm>(from: &A, state: u64, now: Nanos, to: &A) -> u64 {
+    let limit = to.capacity();
+    let left = from.decide(state, now, 0).0.remaining().min(limit);
+    match to.transition(0, now, limit - left) {
+        Transition::Allow { state } => state,
+        // A fresh window admits any cost up to its limit.
+        Transition::Deny { .. } => unreachable!("a fresh window refused a cost within its limit"),
     }
 }
 

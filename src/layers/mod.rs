@@ -78,7 +78,7 @@ use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied};
 use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
-use crate::store::{Overflow, Overflowed, Probe, Seen};
+use crate::store::{Loaded, Overflow, Overflowed, Probe, Seen};
 
 /// A limiter, or a keyed limiter's key, that can take part in an all-or-nothing check
 /// ([`Layers`]): `&RateLimiter` and [`KeyedLayer`] (from [`KeyedRateLimiter::layer`]).
@@ -111,6 +111,8 @@ pub(crate) mod sealed {
         pub(crate) after: u64,
         /// False when nothing was stored (a cost of 0; a full table under `Overflow::Allow`).
         pub(crate) recorded: bool,
+        /// The direct limiter's generation the words belong to (0 for a keyed layer's).
+        pub(crate) generation: u64,
     }
 
     impl Hold {
@@ -119,6 +121,7 @@ pub(crate) mod sealed {
             before: 0,
             after: 0,
             recorded: false,
+            generation: 0,
         };
     }
 
@@ -177,24 +180,26 @@ impl<A: Algorithm, C: Clock> sealed::Step for RateLimiter<A, C> {
         self.algorithm().capacity()
     }
 
-    /// The word as loaded.
-    type Seen = u64;
+    /// The state as loaded, with its generation and algorithm.
+    type Seen = Loaded<A>;
 
     #[inline]
-    fn look(&self, now: Nanos, cost: u64) -> (u64, Result<(), Denied>) {
-        let word = self.cell().load();
-        (word, look(self.algorithm(), word, now, cost))
+    fn look(&self, now: Nanos, cost: u64) -> (Loaded<A>, Result<(), Denied>) {
+        let loaded = self.cell().load();
+        (loaded, look(&loaded.algorithm, loaded.word, now, cost))
     }
 
     #[inline]
-    fn hold(&self, word: u64, now: Nanos, cost: u64) -> Result<Hold, Denied> {
-        let [before, after] = self
+    fn hold(&self, seen: Loaded<A>, now: Nanos, cost: u64) -> Result<Hold, Denied> {
+        let (held, generation, _) = self
             .cell()
-            .update_from(word, |word| step(self.algorithm(), word, now, cost))?;
+            .update_loaded(seen, |word, algorithm| step(algorithm, word, now, cost));
+        let [before, after] = held?;
         Ok(Hold {
             before,
             after,
             recorded: true,
+            generation,
         })
     }
 
@@ -205,18 +210,23 @@ impl<A: Algorithm, C: Clock> sealed::Step for RateLimiter<A, C> {
         }
         let now = self.clock().now();
         let held = [hold.before, hold.after];
-        self.cell().update(|state| {
-            (
-                (),
-                Sealed::release(self.algorithm(), state, held, cost, now),
-            )
+        // A hold from a generation since converted was converted with the rest of the state.
+        self.cell().update_in(hold.generation, |state, algorithm| {
+            ((), Sealed::release(algorithm, state, held, cost, now))
         });
     }
 
     fn decision(&self, hold: Option<Hold>, now: Nanos, cost: u64) -> Decision {
         match hold {
-            Some(hold) => self.algorithm().decide(hold.before, now, cost).0,
-            None => crate::algorithm::peek(self.algorithm(), self.cell().load(), now, cost),
+            Some(hold) => {
+                let algorithm =
+                    (self.cell().algorithm_of(hold.generation)).unwrap_or_else(|| self.algorithm());
+                algorithm.decide(hold.before, now, cost).0
+            }
+            None => {
+                let loaded = self.cell().load();
+                crate::algorithm::peek(&loaded.algorithm, loaded.word, now, cost)
+            }
         }
     }
 }
@@ -327,12 +337,14 @@ impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
                 before,
                 after,
                 recorded: true,
+                generation: 0,
             }),
             Err(Overflowed { fresh, .. }) if overflow == Overflow::Allow => {
                 fresh.map(|[before, after]| Hold {
                     before,
                     after,
                     recorded: false,
+                    generation: 0,
                 })
             }
             Err(Overflowed { retry_after, .. }) => Err(Denied::no_room(retry_after)),

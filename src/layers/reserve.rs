@@ -296,7 +296,13 @@ fn step(
 
 /// A hold's turn: at once for a cost of 0.
 #[inline]
-fn turn(gcra: &Gcra, [before, after]: [u64; 2], now: Nanos, recorded: bool) -> (Hold, Nanos) {
+fn turn(
+    gcra: &Gcra,
+    [before, after]: [u64; 2],
+    now: Nanos,
+    recorded: bool,
+    generation: u64,
+) -> (Hold, Nanos) {
     let ready_at = if before == after {
         now
     } else {
@@ -307,6 +313,7 @@ fn turn(gcra: &Gcra, [before, after]: [u64; 2], now: Nanos, recorded: bool) -> (
             before,
             after,
             recorded,
+            generation,
         },
         ready_at,
     )
@@ -329,26 +336,30 @@ impl<C: Clock> Turn for RateLimiter<Gcra, C> {
     }
 
     fn capacity(&self) -> u64 {
-        crate::algorithm::Algorithm::capacity(self.algorithm())
+        crate::algorithm::Algorithm::capacity(&self.algorithm())
     }
 
     fn look(&self, now: Nanos, cost: u64, max_wait: Nanos) -> Result<(), Denied> {
-        step(self.algorithm(), self.cell().load(), now, cost, max_wait)
+        let loaded = self.cell().load();
+        step(&loaded.algorithm, loaded.word, now, cost, max_wait)
             .0
             .map(|_| ())
     }
 
     #[inline]
     fn hold(&self, now: Nanos, cost: u64, max_wait: Nanos) -> Result<(Hold, Nanos), Denied> {
-        let gcra = self.algorithm();
-        let held = self
+        let (held, generation, gcra) = self
             .cell()
-            .update(|word| step(gcra, word, now, cost, max_wait))?;
-        Ok(turn(gcra, held, now, true))
+            .update_full(|word, gcra| step(gcra, word, now, cost, max_wait));
+        Ok(turn(&gcra, held?, now, true, generation))
     }
 
     fn cancel(&self, hold: Hold) -> bool {
-        self.cell().update(give_back(hold))
+        let mut give_back = give_back(hold);
+        let cancelled = self
+            .cell()
+            .update_in(hold.generation, |word, _| give_back(word));
+        cancelled == Some(true)
     }
 }
 
@@ -378,9 +389,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> Turn for KeyedLayer<'_, K, Gcra, C, S>
             .table()
             .update(&self.probe, gcra, now, overflow, step)
         {
-            Ok(held) => Ok(turn(gcra, held?, now, true)),
+            Ok(held) => Ok(turn(gcra, held?, now, true, 0)),
             Err(Overflowed { fresh, .. }) if overflow == Overflow::Allow => {
-                Ok(turn(gcra, fresh?, now, false))
+                Ok(turn(gcra, fresh?, now, false, 0))
             }
             Err(Overflowed { retry_after, .. }) => Err(Denied::no_room(retry_after)),
         }

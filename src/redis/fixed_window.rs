@@ -97,7 +97,7 @@ impl RedisFixedWindow {
     /// assert_eq!(decision.reset_after().as_millis(), 750);
     /// ```
     pub fn decide(&self, state: [u64; 2], now: u64, cost: u64) -> (Decision, [u64; 2]) {
-        let millis = FixedWindow::in_units(self.period, self.limit);
+        let millis = FixedWindow::from_parts(self.period, self.limit);
         let (decision, next) = millis.decide_fields(state, Nanos::from_nanos(now / 1_000), cost);
         (in_units(decision, RedisFixedWindow::UNIT), next)
     }

@@ -23,6 +23,7 @@ use super::LeaseGrant;
 use crate::algorithm::{sealed, Algorithm, Transition};
 use crate::clock::Nanos;
 use crate::decision::Decision;
+use crate::quota::{Quota, QuotaError};
 
 /// How a [`LeasedKeyedRateLimiter`](super::LeasedKeyedRateLimiter) takes budget from Redis:
 /// `size` at a time per key, spent locally for at most `lifetime`, for up to `capacity` keys
@@ -257,6 +258,19 @@ impl sealed::Sealed for Budget {
     fn is_limited(&self, state: u64, _now: Nanos, _room: u64) -> bool {
         Held::unpack(state).renewing
     }
+
+    // The lease table's words are not a quota's: it is never reconfigured.
+    fn for_quota(_: &Quota) -> Result<Budget, QuotaError> {
+        Ok(Budget)
+    }
+
+    fn to_words(&self) -> [u64; 3] {
+        [0; 3]
+    }
+
+    fn from_words(_: [u64; 3]) -> Budget {
+        Budget
+    }
 }
 
 impl Algorithm for Budget {
@@ -277,6 +291,10 @@ impl Algorithm for Budget {
                 retry_after: Nanos::ZERO,
             }
         }
+    }
+
+    fn carry_over(&self, state: u64, _now: Nanos, _to: &Budget) -> u64 {
+        state
     }
 
     fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {

@@ -106,7 +106,7 @@ impl RedisSlidingWindow {
     /// assert_eq!(decision.reset_after().as_millis(), 1_750);
     /// ```
     pub fn decide(&self, state: [u64; 3], now: u64, cost: u64) -> (Decision, [u64; 3]) {
-        let millis = SlidingWindow::in_units(self.period, self.limit);
+        let millis = SlidingWindow::from_parts(self.period, self.limit);
         let (decision, next) = millis.decide_fields(state, Nanos::from_nanos(now / 1_000), cost);
         (in_units(decision, RedisSlidingWindow::UNIT), next)
     }

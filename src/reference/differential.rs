@@ -324,13 +324,26 @@ mod tests {
 
     /// GCRA with one flaw. Its `transition` is its own `decide`'s, so that only the flaws of
     /// `transition` make the two disagree.
-    #[derive(Debug)]
+    #[derive(Clone, Copy, Debug)]
     struct Flawed {
         gcra: Gcra,
         flaw: Flaw,
     }
 
-    impl sealed::Sealed for Flawed {}
+    // The flawed models are never reconfigured: the harness replays decisions only.
+    impl sealed::Sealed for Flawed {
+        fn for_quota(_: &Quota) -> Result<Flawed, crate::QuotaError> {
+            unreachable!("a flawed model is never reconfigured")
+        }
+
+        fn to_words(&self) -> [u64; 3] {
+            unreachable!("a flawed model is never reconfigured")
+        }
+
+        fn from_words(_: [u64; 3]) -> Flawed {
+            unreachable!("a flawed model is never reconfigured")
+        }
+    }
 
     impl Algorithm for Flawed {
         fn capacity(&self) -> u64 {
@@ -357,6 +370,10 @@ mod tests {
                 Flaw::TransitionStoresAnother => Transition::Allow { state: next + 1 },
                 _ => Transition::Allow { state: next },
             }
+        }
+
+        fn carry_over(&self, _: u64, _: Nanos, _: &Flawed) -> u64 {
+            unreachable!("a flawed model is never reconfigured")
         }
 
         fn decide(&self, state: u64, now: Nanos, cost: u64) -> (Decision, u64) {

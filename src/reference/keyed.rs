@@ -192,7 +192,7 @@ where
                 return at
                     .fail("a key the table holds (its state not back to fresh) overflowed".into());
             }
-            if self.peek(key, fresh.algorithm()) != fresh_peek {
+            if self.peek(key, &fresh.algorithm()) != fresh_peek {
                 return at.fail("an overflow was recorded".into());
             }
             let policy = self.keyed.overflow();
@@ -386,8 +386,8 @@ where
             .iter()
             .filter(|&(other, _)| other != key)
             .map(|(other, limiter)| (other, limiter.peek(), limiter.algorithm()))
-            .filter(|&(other, own, algorithm)| self.peek(other, algorithm) != own)
-            .map(|(other, own, algorithm)| (other.clone(), own, algorithm.clone()))
+            .filter(|(other, own, algorithm)| self.peek(other, algorithm) != *own)
+            .map(|(other, own, algorithm)| (other.clone(), own, algorithm))
             .collect()
     }
 
@@ -456,7 +456,7 @@ where
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
         let gcra = Gcra::new(tier);
         if let Some(held) = self.held.get(key) {
-            if is_live(held) && *held.algorithm() != gcra {
+            if is_live(held) && held.algorithm() != gcra {
                 return Err(Mismatch(format!(
                     "step {}: key {key:?} is held under {:?}, asked under {gcra:?}",
                     self.steps,

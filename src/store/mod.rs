@@ -83,7 +83,7 @@ mod layout;
 mod overflow;
 mod table;
 
-pub(crate) use cell::StateCell;
+pub(crate) use cell::{Loaded, StateCell};
 pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES, IDENTITY};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};

@@ -33,9 +33,13 @@
 pub(crate) use core::sync::atomic::{fence, AtomicU64, Ordering};
 #[cfg(not(tollgate_loom))]
 pub(crate) use portable_atomic::AtomicU128;
+#[cfg(not(tollgate_loom))]
+pub(crate) use std::sync::Mutex;
 
 #[cfg(tollgate_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicU64, Ordering};
+#[cfg(tollgate_loom)]
+pub(crate) use loom::sync::Mutex;
 #[cfg(tollgate_loom)]
 pub(crate) use loom_u128::AtomicU128;
 
@@ -196,6 +200,10 @@ mod loom_u128 {
 
         pub(crate) fn load(&self, order: Ordering) -> u128 {
             value(self.0.load(order))
+        }
+
+        pub(crate) fn swap(&self, new: u128, order: Ordering) -> u128 {
+            value(self.0.swap(handle(new), order))
         }
 
         pub(crate) fn compare_exchange(
