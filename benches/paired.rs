@@ -921,6 +921,15 @@ fn main() {
         || time(&mut || direct_floor(&clock, &word)),
     );
 
+    // A limiter whose quota has changed decides on a 128-bit (generation, state) word.
+    let reconfigured = RateLimiter::gcra(unlimited.with_burst(1).unwrap());
+    reconfigured.set_quota(unlimited).unwrap();
+    paired(
+        "allow: tollgate gcra reconfigured / tollgate gcra",
+        || time(&mut || direct_check(&reconfigured)),
+        || time(&mut || direct_check(&tollgate)),
+    );
+
     let drained = RateLimiter::gcra(Quota::per_hour(1).unwrap());
     drained.check().unwrap();
     let governor_drained =

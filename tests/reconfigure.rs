@@ -34,7 +34,9 @@ fn history<A: Algorithm>(algorithm: &A, requests: &[(u64, u64)]) -> u64 {
     let mut now = 0;
     for &(cost, ms) in requests {
         now += ms * MS;
-        if let Transition::Allow { state: next } = algorithm.transition(state, Nanos::from_nanos(now), cost) {
+        if let Transition::Allow { state: next } =
+            algorithm.transition(state, Nanos::from_nanos(now), cost)
+        {
             state = next;
         }
     }
@@ -46,7 +48,10 @@ fn requests() -> impl Strategy<Value = Vec<(u64, u64)>> {
 }
 
 fn remaining<A: Algorithm>(algorithm: &A, state: u64, ms: u64) -> u64 {
-    algorithm.decide(state, Nanos::from_nanos(ms * MS), 0).0.remaining()
+    algorithm
+        .decide(state, Nanos::from_nanos(ms * MS), 0)
+        .0
+        .remaining()
 }
 
 /// The room carries over, capped at the new capacity: for each algorithm, exactly.
@@ -265,7 +270,10 @@ fn flips_keep_every_token<A: Algorithm + 'static>(a: A, b: A, burst: u64) {
     });
     assert_eq!(admitted, burst);
     assert_eq!(limiter.peek().remaining(), 0);
-    assert_eq!(limiter.algorithm().to_string_for_test(), a.to_string_for_test());
+    assert_eq!(
+        limiter.algorithm().to_string_for_test(),
+        a.to_string_for_test()
+    );
 }
 
 trait Named {
@@ -282,14 +290,22 @@ impl<A: Algorithm> Named for A {
 fn gcra_flips_under_threads_keep_every_token() {
     let burst = 2_000;
     let per = |period| Gcra::from(Quota::new(burst, period).unwrap());
-    flips_keep_every_token(per(Duration::from_secs(1)), per(Duration::from_secs(3_600)), burst);
+    flips_keep_every_token(
+        per(Duration::from_secs(1)),
+        per(Duration::from_secs(3_600)),
+        burst,
+    );
 }
 
 #[test]
 fn window_flips_under_threads_keep_every_token() {
     let limit = 2_000;
     let per = |period| SlidingWindow::new(&Quota::new(limit, period).unwrap()).unwrap();
-    flips_keep_every_token(per(Duration::from_secs(1)), per(Duration::from_secs(60)), limit);
+    flips_keep_every_token(
+        per(Duration::from_secs(1)),
+        per(Duration::from_secs(60)),
+        limit,
+    );
 }
 
 #[test]
@@ -332,7 +348,9 @@ fn waiting_reservations_keep_their_turns_and_the_backlog_moves_to_the_new_rate()
     assert_eq!(second.delay(), Duration::from_secs(1));
     // Twice as slow: the backlog of 10 behind the burst takes 2 s instead of 1, and the third
     // reservation's own turn 200 ms.
-    limiter.set_quota(Quota::per_second(5).unwrap().with_burst(10).unwrap()).unwrap();
+    limiter
+        .set_quota(Quota::per_second(5).unwrap().with_burst(10).unwrap())
+        .unwrap();
     let third = limiter.reserve(1, forever).unwrap();
     assert_eq!(third.delay(), Duration::from_millis(2_200));
     // The reservations made before keep their times, and cancel nothing.

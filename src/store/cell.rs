@@ -16,8 +16,8 @@
 //! a reconfiguration in between changes the generation, the swap fails, and the decision is
 //! made again with the new algorithm. Generations never repeat (a `u64` that counts
 //! reconfigurations), so no state seen under one generation can come back under another
-//! (no ABA). A reconfigured limiter pays for a 128-bit compare-and-swap, about twice the 64-bit
-//! one's cost uncontended, and only it does.
+//! (no ABA). A reconfigured limiter pays for the 128-bit word and the quota's slot, about half
+//! again a check's time uncontended, and only it does.
 //!
 //! Each reconfiguration converts the state with [`Algorithm::carry_over`] at its clock read.
 //! The first one must also get the last word of generation 0 into `moved` without losing an

@@ -2,7 +2,8 @@
 //! algorithm's transition to them. This is the only code in the crate that touches atomics, and it
 //! takes them from [`crate::sync`] alone.
 //!
-//! - [`StateCell`]: one cache-padded `AtomicU64`, the state of a direct limiter.
+//! - [`StateCell`]: one cache-padded `AtomicU64`, the state of a direct limiter, and the
+//!   generations that reconfigurations move it through (its protocol is in the `cell` module).
 //! - [`Table`]: fixed-size groups of 128-bit `(tag, state)` slots, the states of a keyed limiter
 //!   (its protocol is described in the `table` module; how a capacity is cut into shards and
 //!   groups, and which slots a key's hash points to, in the `layout` module). What happens when a

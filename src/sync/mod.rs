@@ -20,8 +20,9 @@
 //! (32-bit targets among them) portable-atomic's `fallback` feature, which this crate enables so
 //! that it builds everywhere, serves each 128-bit operation under a lock (one of a global table
 //! of seqlocks, picked by address): the decisions are the same, but keyed checks are no longer
-//! lock-free. Direct limiters use 64-bit atomics only and are lock-free wherever `AtomicU64`
-//! exists.
+//! lock-free. Direct limiters use 64-bit atomics, lock-free wherever `AtomicU64` exists, until
+//! their quota is changed; a reconfigured direct limiter decides on a 128-bit word too, and is
+//! lock-free where the keyed table is.
 //!
 //! On x86-64 CPUs with AVX (nearly all since 2011), the table runs the two instructions itself,
 //! inline ([`Native`]); CPUs without AVX (some low-end Atom, Celeron and Pentium parts) get
