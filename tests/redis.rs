@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use server::{decide, fresh, fresh_key, runtime, stored, Cluster, Server};
+use server::{decide, fresh, fresh_key, params, runtime, stored, Cluster, Server};
 use tollgate::redis::{
     Error, Fallback, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisKeyedRateLimiter,
     RedisRateLimiter, RedisSlidingWindow,
@@ -183,7 +183,7 @@ fn the_scripts_are_the_rust_transitions() {
             }
             prop_assert_eq!(
                 server.stored(&limiter.key(&key)),
-                stored(&state),
+                stored(&algorithm, &state),
                 "step {}",
                 i
             );
@@ -629,7 +629,11 @@ async fn a_reply_is_the_decision_in_microseconds() {
     assert_eq!(denied.retry_after(), Duration::from_millis(250));
     assert_eq!(
         server.stored(&limiter.key("k")),
-        Some((now + 750_000).to_string())
+        Some(format!(
+            "{}@{}",
+            now + 750_000,
+            params(&limiter.algorithm())
+        ))
     );
 }
 

@@ -180,11 +180,11 @@ fn the_layered_script_is_the_protocol_over_the_transitions() {
             if let Some(next) = next {
                 states = next;
             }
-            for name in &names {
+            for (name, algorithm) in names.iter().zip(&algorithms) {
                 let state = states.get(name).cloned();
                 prop_assert_eq!(
                     server.stored(name.as_bytes()),
-                    state.and_then(|s| stored(&s)),
+                    state.and_then(|s| stored(algorithm, &s)),
                     "step {}: {}",
                     i,
                     name

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use server::{runtime, Server};
+use server::{params, runtime, Server};
 use tollgate::redis::{
     Error, Fallback, Lease, LeasedKeyedRateLimiter, RedisGcra, RedisKeyedRateLimiter,
 };
@@ -85,7 +85,7 @@ fn the_lease_script_is_the_rust_model() {
             returned.fetch_add(u64::from(got.returned > 0), Relaxed);
             stale.fetch_add(u64::from(give_back > 0 && got.returned == 0), Relaxed);
             let stored = server.stored(format!("rl:{key}").as_bytes());
-            let expected = (state > 0).then(|| state.to_string());
+            let expected = (state > 0).then(|| format!("{state}@{}", params(&gcra.into())));
             prop_assert_eq!(stored, expected, "step {}", i);
         }
         Ok(())

@@ -13,7 +13,7 @@ mod server;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use server::{fresh_key, runtime, Server};
+use server::{fresh_key, params, runtime, Server};
 use tollgate::redis::{
     Error, Fallback, RedisGcra, RedisKeyedRateLimiter, RedisRateLimiter, RedisReservation,
     RedisSlidingWindow,
@@ -136,7 +136,7 @@ fn the_reservation_scripts_are_gcra_reserve_and_cancel() {
                 Op::Cancel(_) => {}
                 Op::Clock(us) => now = now.saturating_add_signed(us),
             }
-            let stored = (state != 0).then(|| state.to_string());
+            let stored = (state != 0).then(|| format!("{state}@{}", params(&gcra.into())));
             prop_assert_eq!(server.stored(&limiter.key(&key)), stored, "step {}", i);
         }
         Ok(())
@@ -173,7 +173,10 @@ async fn turns_on_the_server_clock_queue_and_cancel_in_reverse() {
     assert!(!first.cancel().await.unwrap());
     assert!(third.cancel().await.unwrap());
     assert!(second.cancel().await.unwrap());
-    assert_eq!(server.stored(&limiter.key("k")), Some(end.to_string()));
+    assert_eq!(
+        server.stored(&limiter.key("k")),
+        Some(format!("{end}@{}", params(&limiter.algorithm())))
+    );
     // A wait of zero is a check; too short a wait is refused with the time beyond it.
     let refused = limiter
         .reserve_key("k", 1, Duration::ZERO)
@@ -375,8 +378,9 @@ fn reservations_over_layers_are_all_or_nothing() {
                         want
                     ),
                 }
-                for key in [&user_key, &global_key] {
-                    let want = states.get(key).filter(|&&s| s != 0).map(u64::to_string);
+                for (key, gcra) in [(&user_key, user_gcra), (&global_key, global_gcra)] {
+                    let want = (states.get(key).filter(|&&s| s != 0))
+                        .map(|s| format!("{s}@{}", params(&gcra.into())));
                     prop_assert_eq!(server.stored(key), want, "step {}", i);
                 }
             }

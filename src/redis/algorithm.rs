@@ -4,6 +4,8 @@ use ::redis::Script;
 
 use super::script::{FIXED_WINDOW, GCRA, SLIDING_WINDOW};
 use super::{RedisFixedWindow, RedisGcra, RedisSlidingWindow};
+use crate::error::BuildError;
+use crate::quota::Quota;
 
 /// The algorithm of a Redis limiter: the transition its script applies, with the quota in the
 /// unit of time the script counts in. Each is the crate's own algorithm of the same name,
@@ -48,6 +50,35 @@ impl RedisAlgorithm {
     }
 
     /// The algorithm's number in the all-or-nothing script, with its parameters.
+    /// The algorithm as four words: its number (as [`layer_args`](Self::layer_args)) and its
+    /// arguments.
+    pub(super) fn to_words(self) -> [u64; 4] {
+        let (id, [a, b, c]) = self.layer_args();
+        [u64::from(id), a, b, c]
+    }
+
+    /// The algorithm whose [`to_words`](Self::to_words) are `words`.
+    pub(super) fn from_words([id, a, b, c]: [u64; 4]) -> RedisAlgorithm {
+        match id {
+            1 => RedisAlgorithm::Gcra(RedisGcra::from_parts(a, c)),
+            2 => RedisAlgorithm::SlidingWindow(RedisSlidingWindow::from_parts(a, b)),
+            _ => RedisAlgorithm::FixedWindow(RedisFixedWindow::from_parts(a, b)),
+        }
+    }
+
+    /// The same algorithm for `quota`: what a limiter's `set_quota` switches to.
+    pub(super) fn for_quota(self, quota: &Quota) -> Result<RedisAlgorithm, BuildError> {
+        Ok(match self {
+            RedisAlgorithm::Gcra(_) => RedisAlgorithm::Gcra(RedisGcra::new(quota)?),
+            RedisAlgorithm::SlidingWindow(_) => {
+                RedisAlgorithm::SlidingWindow(RedisSlidingWindow::new(quota)?)
+            }
+            RedisAlgorithm::FixedWindow(_) => {
+                RedisAlgorithm::FixedWindow(RedisFixedWindow::new(quota)?)
+            }
+        })
+    }
+
     pub(super) fn layer_args(&self) -> (u8, [u64; 3]) {
         match self {
             RedisAlgorithm::Gcra(gcra) => (1, gcra.args()),

@@ -102,8 +102,31 @@ impl RedisFixedWindow {
         (in_units(decision, RedisFixedWindow::UNIT), next)
     }
 
+    /// The state a script stores for a key written under `self` and read at `now` by a limiter
+    /// whose quota is now `to`'s ([`set_quota`](super::RedisKeyedRateLimiter::set_quota)):
+    /// [`Algorithm::carry_over`](crate::Algorithm::carry_over) on the fields. All 0 (the key
+    /// removed) when nothing is charged.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisFixedWindow, Quota};
+    /// let ten = RedisFixedWindow::new(&Quota::per_second(10).unwrap()).unwrap();
+    /// let five = RedisFixedWindow::new(&Quota::per_second(5).unwrap()).unwrap();
+    /// let (_, state) = ten.decide([0, 0], 5_000_000, 7); // 3 left
+    /// assert_eq!(ten.carry_over(state, 5_000_000, &five), [5, 2]);
+    /// ```
+    #[must_use]
+    pub fn carry_over(&self, state: [u64; 2], now: u64, to: &RedisFixedWindow) -> [u64; 2] {
+        let left = self.decide(state, now, 0).0.remaining().min(to.limit);
+        to.decide([0; 2], now, to.limit - left).1
+    }
+
     /// Nanoseconds in the unit of time the script computes in.
     pub(super) const UNIT: u64 = 1_000_000;
+
+    /// The algorithm with the parameters [`args`](Self::args) named, as a validated one had.
+    pub(super) const fn from_parts(period: u64, limit: u64) -> RedisFixedWindow {
+        RedisFixedWindow { period, limit }
+    }
 
     /// The script's parameters (`lua/fixed_window.lua`): the window and the limit.
     pub(super) const fn args(&self) -> [u64; 3] {

@@ -246,8 +246,38 @@ impl RedisGcra {
         (grant, tat)
     }
 
+    /// The TAT a script stores for a key written under `self` and read at `now` (microseconds
+    /// since the Unix epoch) by a limiter whose quota is now `to`'s
+    /// ([`set_quota`](super::RedisKeyedRateLimiter::set_quota)):
+    /// [`Gcra::carry_over`](crate::Algorithm::carry_over) in microseconds, capped at 2^53 - 1
+    /// (the script's exact range).
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisGcra, Quota};
+    /// let fast = RedisGcra::new(&Quota::per_second(100).unwrap()).unwrap();
+    /// let slow = RedisGcra::new(&Quota::per_second(10).unwrap()).unwrap();
+    /// let (_, state) = fast.decide(0, 10_000_000, 40); // 60 left
+    /// let carried = fast.carry_over(state, 10_000_000, &slow);
+    /// assert_eq!(slow.decide(carried, 10_000_000, 0).0.remaining(), 10);
+    /// ```
+    #[must_use]
+    pub fn carry_over(&self, state: u64, now: u64, to: &RedisGcra) -> u64 {
+        use crate::algorithm::Algorithm;
+        let (from, to) = (
+            Gcra::in_units(self.interval, self.burst),
+            Gcra::in_units(to.interval, to.burst),
+        );
+        from.carry_over(state, Nanos::from_nanos(now), &to)
+            .min((1 << 53) - 1)
+    }
+
     /// Nanoseconds in the unit of time the script computes in.
     pub(super) const UNIT: u64 = 1_000;
+
+    /// The algorithm with the parameters [`args`](Self::args) named, as a validated one had.
+    pub(super) const fn from_parts(interval: u64, burst: u64) -> RedisGcra {
+        RedisGcra { interval, burst }
+    }
 
     /// The script's parameters (`lua/gcra.lua`): the emission interval, the tolerance and the
     /// burst.

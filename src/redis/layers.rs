@@ -215,7 +215,7 @@ impl<C> fmt::Debug for RedisLayer<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLayer")
             .field("key", &String::from_utf8_lossy(&self.key))
-            .field("algorithm", self.remote.algorithm())
+            .field("algorithm", &self.remote.algorithm())
             .finish()
     }
 }

@@ -22,6 +22,7 @@ use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
 use crate::layers::LayeredDecision;
 use crate::quota::Quota;
+use crate::store::Versions;
 
 /// What the script is asked to do with its key.
 #[derive(Clone, Copy)]
@@ -39,17 +40,31 @@ pub(super) struct Remote<C> {
 
 impl<C> Remote<C> {
     /// The algorithm the scripts apply.
-    pub(super) fn algorithm(&self) -> &RedisAlgorithm {
-        &self.shared.algorithm
+    pub(super) fn algorithm(&self) -> RedisAlgorithm {
+        self.shared.algorithm()
+    }
+
+    /// Makes the same algorithm for `quota` the one the scripts apply from now on.
+    pub(super) fn set_quota(&self, quota: &Quota) -> Result<(), BuildError> {
+        let algorithm = self.algorithm().for_quota(quota)?;
+        self.shared.algorithm.store(algorithm.to_words());
+        Ok(())
     }
 }
 
 /// What a limiter's clones share.
 struct Shared {
-    algorithm: RedisAlgorithm,
+    /// The algorithm, which `set_quota` replaces while clones decide.
+    algorithm: Versions<4>,
     timeout: Duration,
     fallback: Policy,
     counters: Counters,
+}
+
+impl Shared {
+    fn algorithm(&self) -> RedisAlgorithm {
+        RedisAlgorithm::from_words(self.algorithm.load())
+    }
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
@@ -63,7 +78,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         mode: Mode,
         now: Option<u64>,
     ) -> Result<Decision, Error> {
-        InsufficientCapacity::check(cost, self.shared.algorithm.capacity())?;
+        InsufficientCapacity::check(cost, self.shared.algorithm().capacity())?;
         let mut decisions = self.run(&[key], &[cost], mode, now).await?;
         decisions
             .pop()
@@ -79,7 +94,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         mode: Mode,
         now: Option<u64>,
     ) -> Result<Vec<Result<Decision, InsufficientCapacity>>, Error> {
-        let capacity = self.shared.algorithm.capacity();
+        let capacity = self.shared.algorithm().capacity();
         let mut answers = Vec::new();
         let (mut keys, mut costs, mut asked) = (Vec::new(), Vec::new(), Vec::new());
         for (key, cost) in requests {
@@ -150,7 +165,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         now: Option<u64>,
     ) -> Result<Vec<Decision>, Error> {
         let shared = &*self.shared;
-        let (script, args, unit) = shared.algorithm.script();
+        let (script, args, unit) = shared.algorithm().script();
         let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(*key);
@@ -180,7 +195,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
             }
         };
         failure.fetch_add(keys.len() as u64, Relaxed);
-        let capacity = shared.algorithm.capacity();
+        let capacity = shared.algorithm().capacity();
         Ok(keys
             .iter()
             .zip(costs)
@@ -254,15 +269,18 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
     /// after its reservation), in that order: whether each was given back.
     pub(super) async fn cancel(
         &self,
-        held: &[(&[u8], [u64; 2])],
+        held: &[(&[u8], ([u64; 2], RedisGcra))],
         now: Option<u64>,
     ) -> Result<Vec<bool>, Error> {
         let mut invocation = CANCEL.prepare_invoke();
         invocation
             .arg(0)
             .arg(now.map_or(String::new(), |now| now.to_string()));
-        for (key, [before, after]) in held {
+        for (key, ([before, after], gcra)) in held {
             invocation.key(*key).arg(*before).arg(*after);
+            for arg in gcra.args() {
+                invocation.arg(arg);
+            }
         }
         let mut conn = self.conn.clone();
         let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
@@ -288,7 +306,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
         shared.counters.unavailable.fetch_add(1, Relaxed);
         shared
             .fallback
-            .decide(key, cost, shared.algorithm.capacity())
+            .decide(key, cost, shared.algorithm().capacity())
     }
 }
 
@@ -305,14 +323,14 @@ pub(super) async fn layered<C: ConnectionLike + Clone + Send + Sync>(
         return Err(Error::Unsupported("an all-or-nothing check needs a layer"));
     };
     for (remote, _) in layers {
-        InsufficientCapacity::check(cost, remote.shared.algorithm.capacity())?;
+        InsufficientCapacity::check(cost, remote.shared.algorithm().capacity())?;
     }
     let mut invocation = LAYERED.prepare_invoke();
     invocation
         .arg(0)
         .arg(now.map_or(String::new(), |now| now.to_string()));
     for (remote, key) in layers {
-        let (id, args) = remote.shared.algorithm.layer_args();
+        let (id, args) = remote.shared.algorithm().layer_args();
         invocation.key(*key).arg(id);
         for arg in args {
             invocation.arg(arg);
@@ -338,7 +356,7 @@ pub(super) async fn layered<C: ConnectionLike + Clone + Send + Sync>(
     let mut decided = Vec::with_capacity(layers.len());
     for ((remote, _), fields) in layers.iter().zip(fields.chunks(5)) {
         remote.shared.counters.decisions.fetch_add(1, Relaxed);
-        let (_, _, unit) = remote.shared.algorithm.script();
+        let (_, _, unit) = remote.shared.algorithm().script();
         decided.extend(decisions(fields, 1, unit)?);
     }
     let decisions = decided;
@@ -367,7 +385,9 @@ fn layered_fallback<C>(layers: &[(&Remote<C>, &[u8])], cost: u64) -> LayeredDeci
     for (i, (remote, key)) in layers.iter().enumerate() {
         let shared = &remote.shared;
         shared.counters.unavailable.fetch_add(1, Relaxed);
-        let look = shared.fallback.peek(key, cost, shared.algorithm.capacity());
+        let look = shared
+            .fallback
+            .peek(key, cost, shared.algorithm().capacity());
         if !look.is_allowed() && refused.map_or(true, |(_, r)| look.retry_after() > r.retry_after())
         {
             refused = Some((i, look));
@@ -382,7 +402,7 @@ fn layered_fallback<C>(layers: &[(&Remote<C>, &[u8])], cost: u64) -> LayeredDeci
             let shared = &remote.shared;
             shared
                 .fallback
-                .decide(key, cost, shared.algorithm.capacity())
+                .decide(key, cost, shared.algorithm().capacity())
         })
         .collect();
     binding(&decisions)
@@ -410,8 +430,9 @@ pub(super) async fn reserve<C: ConnectionLike + Clone + Send + Sync>(
         .arg(0)
         .arg(now.map_or(String::new(), |now| now.to_string()))
         .arg(max_wait);
+    let mut reserved = Vec::with_capacity(layers.len());
     for (remote, key) in layers {
-        let RedisAlgorithm::Gcra(gcra) = remote.shared.algorithm else {
+        let RedisAlgorithm::Gcra(gcra) = remote.shared.algorithm() else {
             return Err(Error::Unsupported("a reservation needs GCRA"));
         };
         InsufficientCapacity::check(cost, gcra.burst())?;
@@ -419,6 +440,7 @@ pub(super) async fn reserve<C: ConnectionLike + Clone + Send + Sync>(
         for arg in gcra.args().into_iter().chain([cost]) {
             invocation.arg(arg);
         }
+        reserved.push(gcra);
     }
     let mut conn = first.conn.clone();
     let round_trip = invocation.invoke_async::<Vec<i64>>(&mut conn);
@@ -446,7 +468,10 @@ pub(super) async fn reserve<C: ConnectionLike + Clone + Send + Sync>(
             let held = layers
                 .iter()
                 .zip(turns.chunks(3))
-                .map(|((_, key), t)| (key.to_vec(), (t[1] != t[2]).then_some([t[1], t[2]])))
+                .zip(reserved)
+                .map(|(((_, key), t), gcra)| {
+                    (key.to_vec(), (t[1] != t[2]).then_some(([t[1], t[2]], gcra)))
+                })
                 .collect();
             Ok(RedisReservation::new(
                 first.clone(),
@@ -536,7 +561,7 @@ impl<C, L> RedisBuilder<C, L> {
 
     pub(super) fn remote(self) -> Result<(Remote<C>, Box<[u8]>), BuildError> {
         let shared = Shared {
-            algorithm: self.algorithm,
+            algorithm: Versions::new(self.algorithm.to_words()),
             timeout: self.timeout,
             fallback: Policy::new(self.fallback)?,
             counters: Counters::default(),
@@ -946,8 +971,43 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
 
     /// The algorithm the script applies, with the quota in the script's unit of time.
     #[must_use]
-    pub fn algorithm(&self) -> &RedisAlgorithm {
-        &self.remote.shared.algorithm
+    pub fn algorithm(&self) -> RedisAlgorithm {
+        self.remote.algorithm()
+    }
+
+    /// Changes the quota, for this limiter and its clones, from their next decision on, without
+    /// a lock and without losing state: the same algorithm for `quota`.
+    ///
+    /// Each key's value names the parameters it was written under; a script that reads a key
+    /// written under others converts its state first, as [`Algorithm::carry_over`] does
+    /// locally, and writes the converted state back whatever it decides (a peek too). So a
+    /// key's quota changes the first time it is read under the new one, and its room (what it
+    /// would still admit) carries over, capped at the new burst or limit: tightening takes
+    /// effect at once and loosening grants no burst by itself. Servers that share the keys and
+    /// change their quotas at different moments each convert a key to their own quota when
+    /// they decide on it; every conversion keeps at most the room there was, so a key never
+    /// gains from being converted back and forth. A reservation made before the change gives
+    /// nothing back when cancelled ([`RedisReservation::cancel`]), and the
+    /// [`Fallback::Local`] table keeps the quota it was built with.
+    ///
+    /// [`Algorithm::carry_over`]: crate::Algorithm::carry_over
+    ///
+    /// # Errors
+    ///
+    /// The errors of the algorithm's constructor for `quota` ([`RedisGcra::new`] for GCRA); the
+    /// limiter is unchanged.
+    ///
+    /// ```
+    /// # use tollgate::Quota;
+    /// # fn run(per_tenant: tollgate::redis::RedisKeyedRateLimiter) -> Result<(), tollgate::BuildError> {
+    /// // The tenant moved to a larger plan: from the next decision on, on every server that
+    /// // shares this limiter object.
+    /// per_tenant.set_quota(Quota::per_minute(6_000)?)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), BuildError> {
+        self.remote.set_quota(&quota)
     }
 
     /// A batch's requests, with their keys' names.
@@ -981,7 +1041,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisKeyedRateLimiter<C> {
 impl<C> fmt::Debug for RedisKeyedRateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisKeyedRateLimiter")
-            .field("algorithm", &self.remote.shared.algorithm)
+            .field("algorithm", &self.remote.algorithm())
             .field("prefix", &String::from_utf8_lossy(&self.prefix))
             .field("stats", &self.remote.shared.counters.snapshot())
             .finish_non_exhaustive()
@@ -1151,15 +1211,33 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisRateLimiter<C> {
 
     /// The algorithm the script applies, with the quota in the script's unit of time.
     #[must_use]
-    pub fn algorithm(&self) -> &RedisAlgorithm {
-        &self.remote.shared.algorithm
+    pub fn algorithm(&self) -> RedisAlgorithm {
+        self.remote.algorithm()
+    }
+
+    /// Changes the quota from the next decision on, without a lock and without losing state:
+    /// see [`RedisKeyedRateLimiter::set_quota`], whose rules apply to this limiter's key.
+    ///
+    /// # Errors
+    ///
+    /// The errors of the algorithm's constructor for `quota`; the limiter is unchanged.
+    ///
+    /// ```
+    /// # use tollgate::Quota;
+    /// # fn run(outbound: tollgate::redis::RedisRateLimiter) -> Result<(), tollgate::BuildError> {
+    /// outbound.set_quota(Quota::per_second(500)?)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), BuildError> {
+        self.remote.set_quota(&quota)
     }
 }
 
 impl<C> fmt::Debug for RedisRateLimiter<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisRateLimiter")
-            .field("algorithm", &self.remote.shared.algorithm)
+            .field("algorithm", &self.remote.algorithm())
             .field("key", &String::from_utf8_lossy(&self.key))
             .field("stats", &self.remote.shared.counters.snapshot())
             .finish_non_exhaustive()

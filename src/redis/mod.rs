@@ -84,6 +84,16 @@
 //! # }
 //! ```
 //!
+//! # Changing a quota
+//!
+//! [`RedisKeyedRateLimiter::set_quota`] and [`RedisRateLimiter::set_quota`] change a running
+//! limiter's quota (for all its clones) without losing what the keys hold. Each key's value
+//! names the parameters it was written under, so a server with the new quota converts a key the
+//! first time it reads it, as [`Algorithm::carry_over`](crate::Algorithm::carry_over) does
+//! locally: the room carries over, capped at the new capacity. Servers that change their quota
+//! at different moments convert the keys they read to their own; no conversion leaves more
+//! room than there was.
+//!
 //! # When Redis cannot be asked
 //!
 //! A decision waits for Redis at most the limiter's timeout (100 ms unless

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::limiter::Remote;
 use super::Error;
+use super::RedisGcra;
 
 /// A request admitted into a Redis limiter's schedule (or into several, all or nothing), to
 /// proceed after [`delay`](RedisReservation::delay): made by
@@ -29,16 +30,16 @@ use super::Error;
 pub struct RedisReservation<C> {
     /// The connection of the first layer, where the cancel script runs.
     remote: Remote<C>,
-    /// Each key's name and its TAT before and after, if the reservation was recorded there (not
-    /// by the fallback, nor for a cost of 0).
-    held: Vec<(Vec<u8>, Option<[u64; 2]>)>,
+    /// Each key's name and its TAT before and after, with the algorithm it was reserved under,
+    /// if the reservation was recorded there (not by the fallback, nor for a cost of 0).
+    held: Vec<(Vec<u8>, Option<([u64; 2], RedisGcra)>)>,
     ready_at: Instant,
 }
 
 impl<C> RedisReservation<C> {
     pub(super) fn new(
         remote: Remote<C>,
-        held: Vec<(Vec<u8>, Option<[u64; 2]>)>,
+        held: Vec<(Vec<u8>, Option<([u64; 2], RedisGcra)>)>,
         wait: Duration,
     ) -> RedisReservation<C> {
         RedisReservation {
@@ -111,7 +112,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
 
     /// The cancel script on every recorded key, in reverse order: all given back?
     async fn cancel_with(self, now: Option<u64>) -> Result<bool, Error> {
-        let held: Vec<(&[u8], [u64; 2])> = self
+        let held: Vec<(&[u8], ([u64; 2], RedisGcra))> = self
             .held
             .iter()
             .rev()
@@ -139,7 +140,10 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
     #[cfg(feature = "reference")]
     #[must_use]
     pub fn held(&self) -> Vec<Option<[u64; 2]>> {
-        self.held.iter().map(|(_, held)| *held).collect()
+        self.held
+            .iter()
+            .map(|(_, held)| held.map(|h| h.0))
+            .collect()
     }
 }
 

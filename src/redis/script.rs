@@ -38,6 +38,7 @@ pub(super) static FIXED_WINDOW: LazyLock<Script> = script!("fixed_window");
 pub(super) static LEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/prelude.lua"),
+        include_str!("lua/gcra.lua"),
         include_str!("lua/lease.lua"),
     ))
 });
@@ -57,6 +58,7 @@ pub(super) static LAYERED: LazyLock<Script> = LazyLock::new(|| {
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/prelude.lua"),
+        include_str!("lua/gcra.lua"),
         include_str!("lua/reserve.lua"),
     ))
 });
@@ -65,6 +67,7 @@ pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 pub(super) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
         include_str!("lua/prelude.lua"),
+        include_str!("lua/gcra.lua"),
         include_str!("lua/cancel.lua"),
     ))
 });

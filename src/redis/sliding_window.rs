@@ -111,8 +111,32 @@ impl RedisSlidingWindow {
         (in_units(decision, RedisSlidingWindow::UNIT), next)
     }
 
+    /// The state a script stores for a key written under `self` and read at `now` by a limiter
+    /// whose quota is now `to`'s ([`set_quota`](super::RedisKeyedRateLimiter::set_quota)):
+    /// [`Algorithm::carry_over`](crate::Algorithm::carry_over) on the fields. All 0 (the key
+    /// removed) when nothing is charged.
+    ///
+    /// ```
+    /// # use tollgate::{redis::RedisSlidingWindow, Quota};
+    /// let ten = RedisSlidingWindow::new(&Quota::per_second(10).unwrap()).unwrap();
+    /// let twenty = RedisSlidingWindow::new(&Quota::per_minute(20).unwrap()).unwrap();
+    /// let (_, state) = ten.decide([0, 0, 0], 5_000_000, 7); // 3 left
+    /// // 17 of the new 20 count as used in the minute that holds now.
+    /// assert_eq!(ten.carry_over(state, 5_000_000, &twenty), [0, 0, 17]);
+    /// ```
+    #[must_use]
+    pub fn carry_over(&self, state: [u64; 3], now: u64, to: &RedisSlidingWindow) -> [u64; 3] {
+        let left = self.decide(state, now, 0).0.remaining().min(to.limit);
+        to.decide([0; 3], now, to.limit - left).1
+    }
+
     /// Nanoseconds in the unit of time the script computes in.
     pub(super) const UNIT: u64 = 1_000_000;
+
+    /// The algorithm with the parameters [`args`](Self::args) named, as a validated one had.
+    pub(super) const fn from_parts(period: u64, limit: u64) -> RedisSlidingWindow {
+        RedisSlidingWindow { period, limit }
+    }
 
     /// The script's parameters (`lua/sliding_window.lua`): the window and the limit.
     pub(super) const fn args(&self) -> [u64; 3] {

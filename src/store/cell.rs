@@ -39,22 +39,20 @@
 //! state words. What a generation adds is the algorithm beside the state, published through the
 //! state word:
 //!
-//! - A reconfiguration writes the next generation's algorithm (a seqlock: its stamp set to
-//!   [`WRITING`], a release fence, the words, then the stamp set to the generation with a
-//!   release store), and the first one the time of its conversion, *then* publishes the
-//!   generation with a release compare-and-swap (or, for the first, the release swap of `word`
-//!   for `MOVED`).
+//! - A reconfiguration writes the next generation's algorithm (see [`Config`]), and the first
+//!   one the time of its conversion, *then* publishes the generation with a release
+//!   compare-and-swap (or, for the first, the release swap of `word` for `MOVED`).
 //! - A decider that reads `MOVED` (a relaxed load or a failed compare-and-swap) issues an
 //!   acquire fence, and loads `moved` with acquire, so it sees everything written before the
 //!   generation was published: the algorithm of the generation it loaded is complete.
 //! - A decider may load a generation that is already old. Its algorithm's slot may then be
-//!   being overwritten for a generation two later; the seqlock read (stamp with acquire, words,
-//!   an acquire fence, the stamp again) sees a stamp other than its generation, and the
-//!   decision loads `moved` again. A read that passes is of the generation's own words; its
-//!   compare-and-swap still fails if the generation moved on.
+//!   being overwritten for a generation two later; the read sees a stamp other than its
+//!   generation, and the decision loads `moved` again. A read that passes is of the
+//!   generation's own words; its compare-and-swap still fails if the generation moved on.
 
 use crossbeam_utils::CachePadded;
 
+use super::config::Config;
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::sync::{
@@ -68,8 +66,6 @@ const MOVED: u64 = u64::MAX;
 /// A generation in `moved` with this bit is pending: its word is generation 0's last, not yet
 /// converted.
 const PENDING: u64 = 1 << 63;
-/// A config slot's stamp while its words are being written.
-const WRITING: u64 = u64::MAX;
 
 /// A generation and its state, as `moved` packs them.
 const fn join(generation: u64, word: u64) -> u128 {
@@ -89,42 +85,6 @@ pub struct Loaded<A> {
     pub(crate) algorithm: A,
 }
 
-/// One generation's algorithm, as words behind a seqlock stamp (the generation).
-struct Config {
-    stamp: AtomicU64,
-    words: [AtomicU64; 3],
-}
-
-impl Config {
-    fn new() -> Config {
-        Config {
-            stamp: AtomicU64::new(WRITING),
-            words: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
-        }
-    }
-
-    /// Writes `generation`'s words; one writer at a time (the reconfiguration mutex).
-    fn write(&self, generation: u64, words: [u64; 3]) {
-        self.stamp.store(WRITING, Relaxed);
-        fence(Release);
-        for (slot, word) in self.words.iter().zip(words) {
-            slot.store(word, Relaxed);
-        }
-        self.stamp.store(generation, Release);
-    }
-
-    /// `generation`'s words, or `None` if the slot holds, or is being written with, another's.
-    #[inline]
-    fn read(&self, generation: u64) -> Option<[u64; 3]> {
-        if self.stamp.load(Acquire) != generation {
-            return None;
-        }
-        let words = [0, 1, 2].map(|i| self.words[i].load(Relaxed));
-        fence(Acquire);
-        (self.stamp.load(Relaxed) == generation).then_some(words)
-    }
-}
-
 /// A direct limiter's state, on a cache line of its own (false sharing would turn every
 /// admission into a cache-line transfer), and its algorithm, which
 /// [`reconfigure`](StateCell::reconfigure) may change while other threads decide.
@@ -136,7 +96,7 @@ pub(crate) struct StateCell<A> {
     /// Generation 0's algorithm.
     first: A,
     /// Every later generation's algorithm, by the generation's parity.
-    configs: [Config; 2],
+    configs: [Config<3>; 2],
     /// The time of the first reconfiguration's conversion, for whoever completes it.
     moved_at: AtomicU64,
     /// The reconfigurations, one at a time, and the generation and algorithm in force.

@@ -80,11 +80,14 @@
 //! to an interned value, so the same orderings and the same fence are what loom checks.
 
 mod cell;
+mod config;
 mod layout;
 mod overflow;
 mod table;
 
 pub(crate) use cell::{Loaded, StateCell};
+#[cfg(feature = "redis")]
+pub(crate) use config::Versions;
 pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES, IDENTITY};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};

@@ -367,6 +367,23 @@ pub fn decide(
     }
 }
 
+/// The state a script leaves in a key written under `from` and read at `now` under `to` (the
+/// same kind of algorithm): the crate's `carry_over` in the script's units.
+pub fn carry(from: &RedisAlgorithm, to: &RedisAlgorithm, state: &[u64], now: u64) -> Vec<u64> {
+    match (from, to) {
+        (RedisAlgorithm::Gcra(from), RedisAlgorithm::Gcra(to)) => {
+            vec![from.carry_over(state[0], now, to)]
+        }
+        (RedisAlgorithm::SlidingWindow(from), RedisAlgorithm::SlidingWindow(to)) => from
+            .carry_over([state[0], state[1], state[2]], now, to)
+            .to_vec(),
+        (RedisAlgorithm::FixedWindow(from), RedisAlgorithm::FixedWindow(to)) => {
+            from.carry_over([state[0], state[1]], now, to).to_vec()
+        }
+        other => unreachable!("{other:?}"),
+    }
+}
+
 /// The fresh state of `algorithm`'s keys: all fields 0.
 pub fn fresh(algorithm: &RedisAlgorithm) -> Vec<u64> {
     match algorithm {
@@ -376,9 +393,27 @@ pub fn fresh(algorithm: &RedisAlgorithm) -> Vec<u64> {
     }
 }
 
-/// The value a script stores for `state`: its fields joined by `:`, nothing for a fresh one
-/// (every admission of a cost above 0 leaves a state that is not all 0).
-pub fn stored(state: &[u64]) -> Option<String> {
+/// The value a script stores for `state` of `algorithm`: its fields joined by `:`, then `@` and
+/// the parameters it was written under; nothing for a fresh one (every admission of a cost above
+/// 0 leaves a state that is not all 0).
+pub fn stored(algorithm: &RedisAlgorithm, state: &[u64]) -> Option<String> {
     let fields: Vec<String> = state.iter().map(u64::to_string).collect();
-    state.iter().any(|&f| f > 0).then(|| fields.join(":"))
+    let value = format!("{}@{}", fields.join(":"), params(algorithm));
+    state.iter().any(|&f| f > 0).then_some(value)
+}
+
+/// The parameters a script writes beside a state of `algorithm`: its number and its three
+/// parameters, in the script's units.
+pub fn params(algorithm: &RedisAlgorithm) -> String {
+    match algorithm {
+        RedisAlgorithm::Gcra(gcra) => format!(
+            "1:{}:{}:{}",
+            gcra.emission_interval().as_micros(),
+            gcra.tolerance().as_micros(),
+            gcra.burst()
+        ),
+        RedisAlgorithm::SlidingWindow(w) => format!("2:{}:{}:0", w.window().as_millis(), w.limit()),
+        RedisAlgorithm::FixedWindow(w) => format!("3:{}:{}:0", w.window().as_millis(), w.limit()),
+        other => unreachable!("{other:?}"),
+    }
 }

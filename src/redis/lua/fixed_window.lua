@@ -1,18 +1,50 @@
 
 -- The fixed-window counter: the transition of tollgate's `FixedWindow::decide`, in whole
--- milliseconds since the Unix epoch. A key's value is `window:count`, the index of the window
+-- milliseconds since the Unix epoch. A key's state is `window:count`, the index of the window
 -- it was last written in and its count.
 --
 -- The parameters: the window, milliseconds (P), and the limit per window: the capacity.
--- `fixed_window(...)` returns the `decide` of those, the capacity, and the microseconds in the
--- unit of its times.
+-- `fixed_window(...)` returns the `decide` of those, the capacity, the microseconds in the unit
+-- of its times, and `claim` (as `gcra`'s).
 local function fixed_window(period, capacity)
     local limit = capacity
     local now = div(now_us, 1000)
     -- The last window a time the scripts take can fall in: a stored index past it is foreign.
     local last_window = div(div(4503599627370495, 1000), period)
 
-    local function decide(key, cost)
+    local params = string.format('3:%.0f:%.0f:0', period, capacity)
+    local decide
+    -- `carry_over`: what the state written under `written` has left now, at most this limit,
+    -- is what is left of this window; the rest of the limit counts as used in it. The state's
+    -- own algorithm (these parameters' old values) says what is left.
+    local function convert(key, state, written)
+        local from_period, from_limit = parse_params(3, written)
+        if not from_period or from_period < 1 or from_limit > 4503599627370496 / from_period then
+            return nil
+        end
+        local before = fixed_window(from_period, from_limit)
+        local owner = owners[key]
+        pending[key] = state
+        local allowed, left = before(key, 0)
+        if allowed == nil then
+            pending[key], owners[key] = nil, owner
+            return nil
+        end
+        pending[key] = false
+        local _, _, _, _, value, ttl = decide(key, limit - math.min(left, limit))
+        pending[key], owners[key] = nil, owner
+        if not value then
+            -- Nothing to charge: the fresh state.
+            return false, 0
+        end
+        return value, ttl
+    end
+    local function claim(key)
+        own(key, params, convert)
+    end
+
+    decide = function(key, cost)
+        claim(key)
         local stored, count = 0, 0
         local value = get(key)
         if value then
@@ -51,6 +83,6 @@ local function fixed_window(period, capacity)
         end
         return 0, limit - count, until_next, reset
     end
-    return decide, capacity, 1000
+    return decide, capacity, 1000, claim
 end
 local decider = fixed_window

@@ -1,16 +1,49 @@
 
 -- GCRA: the transition of tollgate's `Gcra::decide`, in whole microseconds since the Unix epoch.
--- A key's value is its theoretical arrival time (TAT).
+-- A key's state is its theoretical arrival time (TAT); its value adds the parameters it was
+-- written under (see the prelude).
 --
 -- The parameters: the emission interval and the tolerance (burst × interval), microseconds, and
--- the burst: the capacity. `gcra(...)` returns the `decide` of those, the capacity, and the microseconds in the unit of
--- its times (1).
+-- the burst: the capacity. `gcra(...)` returns the `decide` of those, the capacity, the
+-- microseconds in the unit of its times (1), and `claim`, which makes the parameters a key's
+-- owner (see the prelude) for a script that reads the key itself.
 local function gcra(interval, tolerance, capacity)
     local now = now_us
+    local params = string.format('1:%.0f:%.0f:%.0f', interval, tolerance, capacity)
+
+    -- `Gcra::carry_over`: the room below the tolerance rescaled to this interval and rounded
+    -- down, at most this tolerance; a backlog beyond the tolerance rescaled and rounded up; the
+    -- TAT capped at 2^53 - 1.
+    local function convert(_, state, written)
+        local from_interval, from_tolerance = parse_params(1, written)
+        local tat = integer(state, 9007199254740991)
+        if not (from_interval and tat) or from_interval < 1 then
+            return nil
+        end
+        local debt = math.max(tat, now) - now
+        local ahead
+        if debt <= from_tolerance then
+            local room = muldiv(from_tolerance - debt, interval, from_interval, tolerance)
+            ahead = tolerance - room
+        else
+            local cap = 9007199254740991 - now - tolerance
+            local backlog, rest = muldiv(debt - from_tolerance, interval, from_interval, cap)
+            if rest > 0 and backlog < cap then
+                backlog = backlog + 1
+            end
+            ahead = tolerance + backlog
+        end
+        local carried = now + ahead
+        return string.format('%.0f', carried), div(carried - now + 999, 1000)
+    end
+    local function claim(key)
+        own(key, params, convert)
+    end
 
     -- allowed, remaining, retry_after, reset_after, the value to store (nil for none) and its time
     -- to live in milliseconds; or nil and an error reply.
     local function decide(key, cost)
+        claim(key)
         local tat = integer(get(key) or '0', 9007199254740991)
         if not tat then
             return nil, not_a_state(key, 'GCRA')
@@ -39,6 +72,6 @@ local function gcra(interval, tolerance, capacity)
         return 1, available - cost, 0, new_tat - now, string.format('%.0f', new_tat),
             div(new_tat - now + 999, 1000)
     end
-    return decide, capacity, 1
+    return decide, capacity, 1, claim
 end
 local decider = gcra

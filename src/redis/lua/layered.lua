@@ -66,6 +66,7 @@ for i = 1, #layers do
     end
 end
 if reply[1] ~= 0 then
+    flush()
     return reply
 end
 
@@ -80,6 +81,7 @@ for i, layer in ipairs(layers) do
         pending = {}
         reply[1] = i
         report(i, allowed, remaining, retry_after, reset_after)
+        flush()
         return reply
     end
     report(i, allowed, remaining, retry_after, reset_after)
@@ -89,10 +91,7 @@ for i, layer in ipairs(layers) do
     end
 end
 for _, write in ipairs(writes) do
-    if injected then
-        redis.call('SET', write[1], write[2])
-    else
-        redis.call('SET', write[1], write[2], 'PX', write[3])
-    end
+    set(write[1], write[2], write[3])
 end
+flush()
 return reply

@@ -30,7 +30,9 @@ if not (want and need and give_back and schedule) or need > want then
         tostring(ARGV[9]) .. ') is not one the burst of ' .. ARGV[5] .. ' allows')
 end
 
-local tat = integer(redis.call('GET', key) or '0', 9007199254740991)
+local _, _, _, claim = gcra(interval, tolerance, burst)
+claim(key)
+local tat = integer(get(key) or '0', 9007199254740991)
 if not tat then
     return not_a_state(key, 'GCRA')
 end
@@ -53,14 +55,10 @@ if granted > 0 then
     tat = base + granted * interval
 end
 if granted > 0 or returned > 0 then
-    local value = string.format('%.0f', tat)
-    if injected then
-        redis.call('SET', key, value)
-    else
-        -- Expire when the state is fresh again (at once, for one that already is).
-        redis.call('SET', key, value, 'PX', math.max(div(tat - now + 999, 1000), 1))
-    end
+    -- Expire when the state is fresh again (at once, for one that already is).
+    set(key, string.format('%.0f', tat), div(tat - now + 999, 1000))
 end
+flush()
 
 -- Short of `need`: how long until the rest would be granted.
 local retry_after = 0

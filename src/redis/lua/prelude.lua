@@ -53,15 +53,123 @@ local function integer(text, max)
     return n
 end
 
--- A key's value: what an all-or-nothing script has decided to write to it and not yet written,
--- or what Redis holds (false for nothing).
+-- floor(a × b / c) and the remainder, for integers below 2^53 with c at most 2^52, exact
+-- although the product is not: a = qa × c + ra, and ra × b / c is built bit by bit of b, its
+-- remainder kept below c. A quotient above `cap` returns `cap` (and remainder 0).
+local function muldiv(a, b, c, cap)
+    local qa = div(a, c)
+    local ra = a - qa * c
+    if qa > 0 and qa > div(cap, b) then
+        return cap, 0
+    end
+    local q = qa * b
+    local bits, n = {}, b
+    while n > 0 do
+        local half = math.floor(n / 2)
+        bits[#bits + 1] = n - 2 * half
+        n = half
+    end
+    local hq, hr = 0, 0
+    for i = #bits, 1, -1 do
+        hq, hr = 2 * hq, 2 * hr
+        if hr >= c then
+            hq, hr = hq + 1, hr - c
+        end
+        if bits[i] == 1 then
+            hr = hr + ra
+            if hr >= c then
+                hq, hr = hq + 1, hr - c
+            end
+        end
+    end
+    if q + hq > cap then
+        return cap, 0
+    end
+    return q + hq, hr
+end
+
+-- A key's value is its state, then `@` and the parameters it was written under (the
+-- algorithm's number and its three parameters, `1:interval:tolerance:burst` for GCRA). An
+-- algorithm deciding a key names its own parameters here first, with how to convert a state
+-- written under others (its `carry_over`); a key read under other parameters is converted, and
+-- the converted state is written back at the end even if nothing else is, so that the new
+-- quota refills it from the first time it was read. A value without parameters (written before
+-- they were stored) is taken as the reader's.
+local owners = {}
+local converted = {}
+local written = {}
+
+-- The parameters of an algorithm and the converter of its states: `convert(key, state,
+-- params)` returns the state under the owner's parameters (false for the fresh state) and its
+-- time to live in milliseconds, or nil if `params` are not the owner's algorithm's.
+local function own(key, params, convert)
+    owners[key] = {params = params, convert = convert}
+end
+
+-- A key's state: what an all-or-nothing script has decided to write to it and not yet written,
+-- or what Redis holds (false for nothing), converted to the parameters of the algorithm that
+-- owns the key. A value this version cannot read is returned as it is, for the algorithm to
+-- refuse.
 local pending = {}
 local function get(key)
     local value = pending[key]
     if value ~= nil then
         return value
     end
-    return redis.call('GET', key)
+    local held = converted[key]
+    if held then
+        return held.state
+    end
+    value = redis.call('GET', key)
+    if not value then
+        return false
+    end
+    local state, params = string.match(value, '^([^@]*)@([%d:]+)$')
+    if not state then
+        return value
+    end
+    local owner = owners[key]
+    if not owner or params == owner.params then
+        return state
+    end
+    local carried, ttl = owner.convert(key, state, params)
+    if carried == nil then
+        return value
+    end
+    converted[key] = {state = carried, ttl = ttl}
+    return carried
+end
+
+-- Writes a key's state under its owner's parameters, with a time to live in milliseconds (none
+-- at an injected time).
+local function set(key, state, ttl)
+    written[key], converted[key] = true, nil
+    local value = state .. '@' .. owners[key].params
+    if injected then
+        redis.call('SET', key, value)
+    else
+        redis.call('SET', key, value, 'PX', math.max(ttl, 1))
+    end
+end
+
+-- Writes the states converted and not otherwise written.
+local function flush()
+    for key, held in pairs(converted) do
+        if held.state and not written[key] then
+            set(key, held.state, held.ttl)
+        elseif not written[key] then
+            redis.call('DEL', key)
+        end
+    end
+end
+
+-- The three parameters a state names, if they are algorithm `id`'s.
+local function parse_params(id, params)
+    local a, b, c = string.match(params, '^' .. id .. ':(%d+):(%d+):(%d+)$')
+    if not a then
+        return nil
+    end
+    return tonumber(a), tonumber(b), tonumber(c)
 end
 
 local function not_a_state(key, algorithm)

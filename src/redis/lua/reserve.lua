@@ -35,6 +35,8 @@ for i, key in ipairs(KEYS) do
         return redis.error_reply('tollgate: a reservation of ' .. tostring(ARGV[at + 3]) ..
             ' for ' .. key .. ' is not one the burst of ' .. tostring(ARGV[at + 2]) .. ' allows')
     end
+    local _, _, _, claim = gcra(interval, tolerance, burst)
+    claim(key)
     layers[i] = {key = key, interval = interval, tolerance = tolerance, cost = cost,
         max_wait = math.min(max_wait, 4503599627370496 - tolerance)}
 end
@@ -71,6 +73,7 @@ for i, layer in ipairs(layers) do
     end
 end
 if refused ~= 0 then
+    flush()
     return {refused, longest}
 end
 
@@ -81,6 +84,8 @@ for i, layer in ipairs(layers) do
         return before
     end
     if wait == false then
+        pending = {}
+        flush()
         return {i, before}
     end
     pending[layer.key] = string.format('%.0f', after)
@@ -90,11 +95,8 @@ end
 for i, layer in ipairs(layers) do
     local after = reply[2 + 3 * i]
     if reply[1 + 3 * i] ~= after then
-        if injected then
-            redis.call('SET', layer.key, pending[layer.key])
-        else
-            redis.call('SET', layer.key, pending[layer.key], 'PX', div(after - now + 999, 1000))
-        end
+        set(layer.key, pending[layer.key], div(after - now + 999, 1000))
     end
 end
+flush()
 return reply

@@ -19,15 +19,14 @@ for i, key in ipairs(KEYS) do
         local _
         _, remaining, _, reset_after = decide(key, 0)
     elseif value then
-        if injected then
-            redis.call('SET', key, value)
-        else
-            -- Expire when the state is fresh again.
-            redis.call('SET', key, value, 'PX', ttl)
-        end
+        -- Expire when the state is fresh again.
+        set(key, value, ttl)
     end
     local n = #reply
     reply[n + 1], reply[n + 2], reply[n + 3] = allowed, remaining, retry_after
     reply[n + 4], reply[n + 5] = reset_after, capacity
 end
+-- A peek writes no decision, but a conversion (the key's first reading under a new quota) is
+-- written whatever reads it.
+flush()
 return reply
