@@ -46,7 +46,7 @@ where
     M: Model,
 {
     let clock = ManualClock::new();
-    let keyed = KeyedRateLimiter::<u8>::builder(algorithm.clone())
+    let keyed = KeyedRateLimiter::<u8>::builder(algorithm)
         .capacity(1_000)
         .clock(&clock)
         .build()
@@ -67,7 +67,7 @@ where
             Act::Request => {}
             Act::ResetKey => {
                 keyed.reset_key(&key);
-                direct.insert(key, RateLimiter::with_clock(algorithm.clone(), &clock));
+                direct.insert(key, RateLimiter::with_clock(algorithm, &clock));
                 models.insert(key, model());
                 prop_assert_eq!(keyed.peek_key(&key), direct[&key].peek(), "op {}: reset", i);
                 continue;
@@ -76,7 +76,7 @@ where
                 keyed.reset();
                 direct.clear();
                 models.clear();
-                let fresh = RateLimiter::with_clock(algorithm.clone(), &clock).peek();
+                let fresh = RateLimiter::with_clock(algorithm, &clock).peek();
                 for k in 0..8 {
                     prop_assert_eq!(keyed.peek_key(&k), fresh, "op {}: reset of all", i);
                 }
@@ -86,7 +86,7 @@ where
         let cost = cost % (capacity + 2);
         let expected = direct
             .entry(key)
-            .or_insert_with(|| RateLimiter::with_clock(algorithm.clone(), &clock))
+            .or_insert_with(|| RateLimiter::with_clock(algorithm, &clock))
             .decide(cost);
         let verdict = models
             .entry(key)
@@ -869,7 +869,7 @@ fn costs_zero_and_huge() {
 fn a_reset_of_every_key_leaves_each_as_a_new_key() {
     fn run<A: Algorithm + Clone>(algorithm: A) {
         let clock = ManualClock::new();
-        let limiter = KeyedRateLimiter::<u64>::builder(algorithm.clone())
+        let limiter = KeyedRateLimiter::<u64>::builder(algorithm)
             .capacity(1_000)
             .clock(&clock)
             .build()
@@ -882,7 +882,7 @@ fn a_reset_of_every_key_leaves_each_as_a_new_key() {
         }
         clock.advance(Duration::from_millis(300));
         limiter.reset();
-        let fresh = || RateLimiter::with_clock(algorithm.clone(), &clock);
+        let fresh = || RateLimiter::with_clock(algorithm, &clock);
         for key in 0..600u64 {
             // Keys that had consumed, and keys never seen.
             let new = fresh();
@@ -1390,7 +1390,7 @@ fn twin_tables<A: Algorithm + Clone>(
     overflow: Overflow,
 ) -> [KeyedRateLimiter<u64, A, ManualClock>; 2] {
     [(); 2].map(|()| {
-        KeyedRateLimiter::<u64>::builder(algorithm.clone())
+        KeyedRateLimiter::<u64>::builder(*algorithm)
             .capacity(20)
             .overflow(overflow)
             .clock(ManualClock::new())

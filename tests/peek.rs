@@ -75,8 +75,8 @@ fn check(
 
 fn direct<A: Algorithm + Clone>(algorithm: A, ops: &[(u16, u8, u64)]) -> Result<(), TestCaseError> {
     let clock = ManualClock::new();
-    let peeked = RateLimiter::with_clock(algorithm.clone(), &clock);
-    let twin = RateLimiter::with_clock(algorithm.clone(), &clock);
+    let peeked = RateLimiter::with_clock(algorithm, &clock);
+    let twin = RateLimiter::with_clock(algorithm, &clock);
     for &(ms, _, cost) in ops {
         clock.advance(Duration::from_millis(u64::from(ms)));
         check(

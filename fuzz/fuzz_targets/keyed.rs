@@ -238,13 +238,7 @@ fn few_keys<A: Algorithm + Clone>(
     ops: &[(u16, i16, u8)],
 ) {
     let clock = ManualClock::new();
-    let keyed = table(
-        algorithm.clone(),
-        64,
-        Overflow::default(),
-        &clock,
-        hasher.clone(),
-    );
+    let keyed = table(algorithm, 64, Overflow::default(), &clock, hasher.clone());
     let logs = KeyedSlidingLog::<u16>::builder(quota)
         .capacity(64)
         .clock(&clock)
@@ -262,7 +256,7 @@ fn few_keys<A: Algorithm + Clone>(
             // Both forget the key: from here on it decides as a new one.
             keyed.reset_key(&key);
             logs.reset_key(&key);
-            direct.insert(key, RateLimiter::with_clock(algorithm.clone(), &clock));
+            direct.insert(key, RateLimiter::with_clock(algorithm, &clock));
             references.insert(key, SlidingWindowLog::new(quota));
             assert_eq!(keyed.peek_key(&key), direct[&key].peek());
             continue;
@@ -272,7 +266,7 @@ fn few_keys<A: Algorithm + Clone>(
             logs.reset();
             direct.clear();
             references.clear();
-            let fresh = RateLimiter::with_clock(algorithm.clone(), &clock).peek();
+            let fresh = RateLimiter::with_clock(algorithm, &clock).peek();
             for key in 0..8 {
                 assert_eq!(keyed.peek_key(&key), fresh);
                 assert_eq!(logs.peek_key(&key).remaining(), limit);
@@ -283,7 +277,7 @@ fn few_keys<A: Algorithm + Clone>(
         let cost = cost as u64 % (limit.max(quota.burst()) + 2);
         let own = direct
             .entry(key)
-            .or_insert_with(|| RateLimiter::with_clock(algorithm.clone(), &clock));
+            .or_insert_with(|| RateLimiter::with_clock(algorithm, &clock));
         // A peek of the request's cost first: the same as the key's own limiter's, and nothing
         // written (the decision after it is still the limiter's).
         assert_eq!(keyed.peek_key_n(&key, cost), own.peek_n(cost));
@@ -349,7 +343,7 @@ fn batches<A: Algorithm + Clone>(
     ops: &[(u16, i16, u8)],
 ) {
     let clock = ManualClock::new();
-    let build = || table(algorithm.clone(), 8, overflow, &clock, hasher.clone());
+    let build = || table(algorithm, 8, overflow, &clock, hasher.clone());
     let (batched, single) = (build(), build());
     let capacity = algorithm.capacity();
     let mut batch = Vec::new();

@@ -14,7 +14,7 @@ use ::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::fallback::{Counters, Fallback, Policy, RedisStats, DEFAULT_TIMEOUT};
 use super::lease::Lease;
-use super::reservation::RedisReservation;
+use super::reservation::{RedisReservation, Turn};
 use super::script::{decisions, CANCEL, LAYERED, LEASE, RESERVE};
 use super::{Error, LeaseGrant, RedisAlgorithm, RedisFixedWindow, RedisGcra, RedisSlidingWindow};
 use crate::clock::Nanos;
@@ -269,7 +269,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> Remote<C> {
     /// after its reservation), in that order: whether each was given back.
     pub(super) async fn cancel(
         &self,
-        held: &[(&[u8], ([u64; 2], RedisGcra))],
+        held: &[(&[u8], Turn)],
         now: Option<u64>,
     ) -> Result<Vec<bool>, Error> {
         let mut invocation = CANCEL.prepare_invoke();

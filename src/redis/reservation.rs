@@ -11,6 +11,9 @@ use super::limiter::Remote;
 use super::Error;
 use super::RedisGcra;
 
+/// A key's turn: its TAT before and after the reservation, and the GCRA it was made under.
+pub(super) type Turn = ([u64; 2], RedisGcra);
+
 /// A request admitted into a Redis limiter's schedule (or into several, all or nothing), to
 /// proceed after [`delay`](RedisReservation::delay): made by
 /// [`RedisKeyedRateLimiter::reserve_key`](super::RedisKeyedRateLimiter::reserve_key),
@@ -32,14 +35,14 @@ pub struct RedisReservation<C> {
     remote: Remote<C>,
     /// Each key's name and its TAT before and after, with the algorithm it was reserved under,
     /// if the reservation was recorded there (not by the fallback, nor for a cost of 0).
-    held: Vec<(Vec<u8>, Option<([u64; 2], RedisGcra)>)>,
+    held: Vec<(Vec<u8>, Option<Turn>)>,
     ready_at: Instant,
 }
 
 impl<C> RedisReservation<C> {
     pub(super) fn new(
         remote: Remote<C>,
-        held: Vec<(Vec<u8>, Option<([u64; 2], RedisGcra)>)>,
+        held: Vec<(Vec<u8>, Option<Turn>)>,
         wait: Duration,
     ) -> RedisReservation<C> {
         RedisReservation {
@@ -112,7 +115,7 @@ impl<C: ConnectionLike + Clone + Send + Sync> RedisReservation<C> {
 
     /// The cancel script on every recorded key, in reverse order: all given back?
     async fn cancel_with(self, now: Option<u64>) -> Result<bool, Error> {
-        let held: Vec<(&[u8], ([u64; 2], RedisGcra))> = self
+        let held: Vec<(&[u8], Turn)> = self
             .held
             .iter()
             .rev()

@@ -167,7 +167,7 @@ where
         key: &K,
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
-        let own = self.keyed.algorithm().clone();
+        let own = *self.keyed.algorithm();
         self.step_as(key, own, cost, |keyed| keyed.decide_key(key, cost))
     }
 
@@ -229,7 +229,7 @@ where
             if own.remaining() == 0 {
                 return at.fail(format!("key {evicted:?} was evicted while limited"));
             }
-            let fresh_peek = self.fresh(algorithm.clone()).peek();
+            let fresh_peek = self.fresh(algorithm).peek();
             if self.peek(&evicted, &algorithm) != fresh_peek {
                 return at.fail(format!("evicted key {evicted:?} is not fresh"));
             }
@@ -277,13 +277,13 @@ where
         reset(&self.keyed);
         let after = self.keyed.stats();
         let algorithm = match self.held.remove(key) {
-            Some(limiter) => limiter.algorithm().clone(),
-            None => self.keyed.algorithm().clone(),
+            Some(limiter) => limiter.algorithm(),
+            None => *self.keyed.algorithm(),
         };
         if after != before {
             return at.fail(format!("the counters moved from {before:?} to {after:?}"));
         }
-        let fresh_peek = self.fresh(algorithm.clone()).peek();
+        let fresh_peek = self.fresh(algorithm).peek();
         let peek = self.peek(key, &algorithm);
         if peek != fresh_peek {
             return at.fail(format!(
@@ -344,10 +344,10 @@ where
         let held: Vec<(K, A)> = self
             .held
             .drain()
-            .map(|(key, limiter)| (key, limiter.algorithm().clone()))
+            .map(|(key, limiter)| (key, limiter.algorithm()))
             .collect();
         for (key, algorithm) in held {
-            let fresh_peek = self.fresh(algorithm.clone()).peek();
+            let fresh_peek = self.fresh(algorithm).peek();
             let peek = self.peek(&key, &algorithm);
             if peek != fresh_peek {
                 return at.fail(format!(
