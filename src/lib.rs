@@ -91,6 +91,25 @@
 //! # }
 //! ```
 //!
+//! # Changing a quota while the limiter runs
+//!
+//! [`RateLimiter::set_quota`] changes a running direct limiter's quota without a lock on the
+//! decision path and without losing what has been admitted: the room left carries over, capped
+//! at the new burst, and the new rate refills it ([`Algorithm::carry_over`]). The Redis limiters
+//! have `set_quota` too.
+//!
+//! ```
+//! use tollgate::{Quota, RateLimiter};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = RateLimiter::gcra(Quota::per_second(100)?);
+//! limiter.check_n(95)?;
+//! limiter.set_quota(Quota::per_second(1_000)?)?; // a larger plan: no new burst by itself
+//! assert!(limiter.peek().remaining() <= 6);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Which algorithm
 //!
 //! | you want | use |
