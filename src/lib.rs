@@ -192,6 +192,8 @@ pub mod implementation {}
 pub mod keyed;
 pub mod layers;
 mod limiter;
+#[cfg(feature = "tower")]
+pub mod middleware;
 pub mod quota;
 #[cfg(feature = "redis")]
 pub mod redis;

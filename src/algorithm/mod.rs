@@ -274,6 +274,13 @@ pub(crate) mod sealed {
             None
         }
 
+        /// The time over which the capacity comes back in full: GCRA's tolerance (the burst
+        /// times the emission interval), a window counter's window. What the `RateLimit-Policy`
+        /// HTTP field states as the policy's window.
+        fn window(&self) -> core::time::Duration {
+            core::time::Duration::ZERO
+        }
+
         /// The algorithm for `quota`, as its constructor builds it: what a limiter changing its
         /// quota switches to.
         fn for_quota(quota: &Quota) -> Result<Self, QuotaError>
@@ -319,6 +326,10 @@ pub(crate) mod sealed {
             Ok(Self::new(quota))
         }
 
+        fn window(&self) -> core::time::Duration {
+            self.tolerance()
+        }
+
         #[inline]
         fn to_words(&self) -> [u64; 3] {
             self.snapshot_params()
@@ -344,6 +355,10 @@ pub(crate) mod sealed {
 
         fn for_quota(quota: &Quota) -> Result<Self, QuotaError> {
             Self::new(quota)
+        }
+
+        fn window(&self) -> core::time::Duration {
+            Self::window(self)
         }
 
         #[inline]
@@ -372,6 +387,10 @@ pub(crate) mod sealed {
 
         fn for_quota(quota: &Quota) -> Result<Self, QuotaError> {
             Self::new(quota)
+        }
+
+        fn window(&self) -> core::time::Duration {
+            Self::window(self)
         }
 
         #[inline]

@@ -1,0 +1,452 @@
+//! Whose request it is: the key a keyed limit counts a request against.
+
+use core::fmt;
+use core::str::FromStr;
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::{HeaderName, FORWARDED};
+use http::request::Parts;
+
+/// How a request's key is found, for a [`Keyed`](super::Keyed) limit.
+///
+/// `peer` is the address of the connection's other end, if the server put it in the request's
+/// extensions (see [`peer_ip`]). `None` means the request has no key: the limit's
+/// [`MissingKey`](super::MissingKey) treatment applies.
+///
+/// Implemented by [`PeerIp`], [`ClientIp`], [`Header`], and closures wrapped in [`from_fn`].
+///
+/// ```
+/// use tollgate::middleware::{from_fn, KeyExtractor};
+/// // The tenant named in the path: `/t/acme/...`.
+/// let tenant = from_fn(|parts: &http::request::Parts| {
+///     let rest = parts.uri.path().strip_prefix("/t/")?;
+///     Some(rest.split('/').next()?.to_owned())
+/// });
+/// let (parts, ()) = http::Request::get("/t/acme/orders").body(()).unwrap().into_parts();
+/// assert_eq!(tenant.extract(&parts, None), Some("acme".to_owned()));
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// The key, owned: the keyed limiter's key type borrows it (an `IpAddr`, a `String` for a
+    /// limiter of `str`, a `Box<[u8]>` for one of `[u8]`).
+    type Key;
+
+    /// The request's key, or `None` if it has none.
+    fn extract(&self, parts: &Parts, peer: Option<IpAddr>) -> Option<Self::Key>;
+}
+
+/// The address of the connection's other end, as the server recorded it in the request's
+/// extensions: a [`SocketAddr`], or, with the `axum` feature, axum's
+/// `ConnectInfo<SocketAddr>` (serve the app with
+/// `into_make_service_with_connect_info::<SocketAddr>()`).
+///
+/// ```
+/// use std::net::SocketAddr;
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert("192.0.2.1:4000".parse::<SocketAddr>().unwrap());
+/// let (parts, ()) = request.into_parts();
+/// assert_eq!(tollgate::middleware::peer_ip(&parts), Some("192.0.2.1".parse().unwrap()));
+/// ```
+#[must_use]
+pub fn peer_ip(parts: &Parts) -> Option<IpAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(info) = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Some(info.0.ip());
+    }
+    parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
+}
+
+/// The peer's IP address: the key for a server that clients reach directly.
+///
+/// ```
+/// use tollgate::middleware::{KeyExtractor, PeerIp};
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// let peer = "198.51.100.9".parse().unwrap();
+/// assert_eq!(PeerIp.extract(&parts, Some(peer)), Some(peer));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeerIp;
+
+impl KeyExtractor for PeerIp {
+    type Key = IpAddr;
+
+    fn extract(&self, _: &Parts, peer: Option<IpAddr>) -> Option<IpAddr> {
+        peer
+    }
+}
+
+/// The client's IP address behind trusted proxies: the peer's, unless the peer is one of the
+/// trusted proxies, in which case the address the proxies forwarded.
+///
+/// The forwarded address is read from `Forwarded` (RFC 7239, its `for=` parameters), else from
+/// `X-Forwarded-For`, walking the list from the right (the hops closest to this server) past
+/// every trusted proxy: the first address that is not one is the client's. The left of the list
+/// is written by whoever sent the request, so it is never believed beyond the last trusted
+/// hop: a client cannot choose its key by sending the header itself. A peer that is not trusted
+/// is the key whatever headers it sends. A list that names only trusted proxies, or that cannot
+/// be read (malformed, obfuscated identifiers, `unknown`), leaves the nearest trusted proxy as
+/// the key.
+///
+/// ```
+/// use tollgate::middleware::{Cidr, ClientIp, KeyExtractor};
+/// let client = ClientIp::trusting(["10.0.0.0/8".parse::<Cidr>().unwrap()]);
+/// let request = http::Request::get("/")
+///     .header("x-forwarded-for", "203.0.113.7, 10.1.2.3")
+///     .body(())
+///     .unwrap();
+/// let (parts, ()) = request.into_parts();
+/// // Through the trusted proxy 10.0.0.1: the forwarded client.
+/// assert_eq!(client.extract(&parts, "10.0.0.1".parse().ok()), "203.0.113.7".parse().ok());
+/// // Straight from the internet: the header is the sender's own, ignored.
+/// assert_eq!(client.extract(&parts, "198.51.100.2".parse().ok()), "198.51.100.2".parse().ok());
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ClientIp {
+    trusted: Vec<Cidr>,
+}
+
+impl ClientIp {
+    /// Trusts the proxies in these networks.
+    pub fn trusting(proxies: impl IntoIterator<Item = Cidr>) -> ClientIp {
+        ClientIp {
+            trusted: proxies.into_iter().collect(),
+        }
+    }
+
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|net| net.contains(ip))
+    }
+
+    /// The first untrusted hop from the right of a list of hops, or `None` if the list
+    /// cannot be read or holds only trusted proxies.
+    fn first_untrusted<'a>(
+        &self,
+        hops: impl DoubleEndedIterator<Item = &'a str>,
+    ) -> Option<IpAddr> {
+        for hop in hops.rev() {
+            let ip = parse_hop(hop.trim())?;
+            if !self.is_trusted(ip) {
+                return Some(ip);
+            }
+        }
+        None
+    }
+}
+
+impl KeyExtractor for ClientIp {
+    type Key = IpAddr;
+
+    fn extract(&self, parts: &Parts, peer: Option<IpAddr>) -> Option<IpAddr> {
+        let peer = peer?;
+        if !self.is_trusted(peer) {
+            return Some(peer);
+        }
+        let text = |name: &HeaderName| -> Option<String> {
+            // Every field line of the header, in order, as one list.
+            let mut lines = parts.headers.get_all(name).iter().peekable();
+            lines.peek()?;
+            let mut all = Vec::new();
+            for line in lines {
+                all.push(line.to_str().ok()?);
+            }
+            Some(all.join(","))
+        };
+        let forwarded = if let Some(list) = text(&FORWARDED) {
+            // Each element's `for=` parameter.
+            let hops: Option<Vec<&str>> = list
+                .split(',')
+                .map(|element| {
+                    element.split(';').find_map(|pair| {
+                        let (name, value) = pair.trim().split_once('=')?;
+                        name.eq_ignore_ascii_case("for").then_some(value)
+                    })
+                })
+                .collect();
+            hops.and_then(|hops| self.first_untrusted(hops.into_iter()))
+        } else if let Some(list) = text(&HeaderName::from_static("x-forwarded-for")) {
+            self.first_untrusted(list.split(','))
+        } else {
+            None
+        };
+        Some(forwarded.unwrap_or(peer))
+    }
+}
+
+/// An address as a hop names it: `192.0.2.1`, `2001:db8::1`, or, in `Forwarded`, quoted, with a
+/// port, or in brackets (`"[2001:db8::1]:4711"`).
+fn parse_hop(hop: &str) -> Option<IpAddr> {
+    let hop = hop
+        .strip_prefix('"')
+        .and_then(|h| h.strip_suffix('"'))
+        .unwrap_or(hop);
+    if let Ok(ip) = hop.parse() {
+        return Some(ip);
+    }
+    if let Ok(addr) = hop.parse::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    let inner = hop.strip_prefix('[')?;
+    inner.split_once(']')?.0.parse().ok()
+}
+
+/// A request header's value, as bytes: an API key, a tenant id. A value longer than `max_len`
+/// bytes (256 unless [`max_len`](Header::max_len) says otherwise) is no key, so that a client
+/// cannot make the limiter hash megabytes; an absent header is no key either. Any bytes are a
+/// key, UTF-8 or not.
+///
+/// ```
+/// use http::HeaderName;
+/// use tollgate::middleware::{Header, KeyExtractor};
+/// let api_key = Header::new(HeaderName::from_static("x-api-key"));
+/// let request = http::Request::get("/").header("x-api-key", "k-123").body(()).unwrap();
+/// let (parts, ()) = request.into_parts();
+/// assert_eq!(api_key.extract(&parts, None).as_deref(), Some(&b"k-123"[..]));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Header {
+    name: HeaderName,
+    max_len: usize,
+}
+
+impl Header {
+    /// The header `name`.
+    #[must_use]
+    pub fn new(name: HeaderName) -> Header {
+        Header { name, max_len: 256 }
+    }
+
+    /// The longest value taken as a key, in bytes.
+    #[must_use]
+    pub fn max_len(self, max_len: usize) -> Header {
+        Header { max_len, ..self }
+    }
+}
+
+impl KeyExtractor for Header {
+    type Key = Box<[u8]>;
+
+    fn extract(&self, parts: &Parts, _: Option<IpAddr>) -> Option<Box<[u8]>> {
+        let value = parts.headers.get(&self.name)?.as_bytes();
+        (value.len() <= self.max_len).then(|| value.into())
+    }
+}
+
+/// A closure over the request's head as a [`KeyExtractor`].
+///
+/// ```
+/// use tollgate::middleware::{from_fn, KeyExtractor};
+/// let by_method = from_fn(|parts: &http::request::Parts| Some(parts.method.to_string()));
+/// let (parts, ()) = http::Request::post("/").body(()).unwrap().into_parts();
+/// assert_eq!(by_method.extract(&parts, None).as_deref(), Some("POST"));
+/// ```
+pub fn from_fn<F, T>(f: F) -> FromFn<F>
+where
+    F: Fn(&Parts) -> Option<T> + Send + Sync + 'static,
+{
+    FromFn(f)
+}
+
+/// A closure as a [`KeyExtractor`]: see [`from_fn`].
+#[derive(Clone, Copy)]
+pub struct FromFn<F>(F);
+
+impl<F> fmt::Debug for FromFn<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FromFn")
+    }
+}
+
+impl<F, T> KeyExtractor for FromFn<F>
+where
+    F: Fn(&Parts) -> Option<T> + Send + Sync + 'static,
+{
+    type Key = T;
+
+    fn extract(&self, parts: &Parts, _: Option<IpAddr>) -> Option<T> {
+        (self.0)(parts)
+    }
+}
+
+/// A network, `address/prefix`: `10.0.0.0/8`, `2001:db8::/32`, or one address (`127.0.0.1`, as
+/// `/32` or `/128`).
+///
+/// ```
+/// use tollgate::middleware::Cidr;
+/// let net: Cidr = "192.168.0.0/16".parse().unwrap();
+/// assert!(net.contains("192.168.4.2".parse().unwrap()));
+/// assert!(!net.contains("192.169.0.1".parse().unwrap()));
+/// assert!("10.0.0.0/33".parse::<Cidr>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cidr {
+    address: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is in the network. An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`) is
+    /// matched as the IPv4 address.
+    #[must_use]
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.address, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Why a [`Cidr`] could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CidrError(String);
+
+impl fmt::Display for CidrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} is not an address or a network (address/prefix)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+impl FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(text: &str) -> Result<Cidr, CidrError> {
+        let error = || CidrError(text.to_owned());
+        let (address, prefix) = match text.split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix)),
+            None => (text, None),
+        };
+        let address: IpAddr = address.parse().map_err(|_| error())?;
+        let bits = if address.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => bits,
+            Some(prefix) => prefix.parse::<u8>().map_err(|_| error())?,
+        };
+        if prefix > bits {
+            return Err(error());
+        }
+        Ok(Cidr { address, prefix })
+    }
+}
+
+impl From<IpAddr> for Cidr {
+    fn from(address: IpAddr) -> Cidr {
+        let prefix = if address.is_ipv4() { 32 } else { 128 };
+        Cidr { address, prefix }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(headers: &[(&str, &str)]) -> Parts {
+        let mut request = http::Request::get("/");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn networks_match_their_prefix_and_nothing_else() {
+        let net: Cidr = "10.128.0.0/9".parse().unwrap();
+        assert!(net.contains(ip("10.200.1.1")));
+        assert!(!net.contains(ip("10.127.255.255")));
+        assert!(!net.contains(ip("2001:db8::1")));
+        // An IPv4 address mapped into IPv6 is matched as IPv4.
+        assert!(net.contains(ip("::ffff:10.200.1.1")));
+        let any: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(any.contains(ip("192.0.2.1")));
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains(ip("2001:db8:ffff::1")) && !v6.contains(ip("2001:db9::1")));
+        let one: Cidr = "2001:db8::1".parse().unwrap();
+        assert!(one.contains(ip("2001:db8::1")) && !one.contains(ip("2001:db8::2")));
+        for bad in [
+            "",
+            "10.0.0.0/",
+            "10.0.0.0/33",
+            "::/129",
+            "10.0.0/8",
+            "x/1",
+            "10.0.0.0/-1",
+        ] {
+            assert_eq!(bad.parse::<Cidr>(), Err(CidrError(bad.into())), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hops_in_every_form_a_proxy_writes_them() {
+        assert_eq!(parse_hop("192.0.2.1"), Some(ip("192.0.2.1")));
+        assert_eq!(parse_hop("192.0.2.1:8080"), Some(ip("192.0.2.1")));
+        assert_eq!(parse_hop("\"[2001:db8::1]:443\""), Some(ip("2001:db8::1")));
+        assert_eq!(parse_hop("[2001:db8::1]"), Some(ip("2001:db8::1")));
+        assert_eq!(parse_hop("2001:db8::1"), Some(ip("2001:db8::1")));
+        for unreadable in ["unknown", "_hidden", "\"[2001:db8::1\"", "", "999.0.0.1"] {
+            assert_eq!(parse_hop(unreadable), None, "{unreadable}");
+        }
+    }
+
+    #[test]
+    fn the_client_is_the_first_untrusted_hop_from_the_right() {
+        let client = ClientIp::trusting(["10.0.0.0/8".parse().unwrap()]);
+        let proxy = Some(ip("10.0.0.1"));
+        // Several field lines are one list, in order.
+        let two_lines = parts(&[
+            ("x-forwarded-for", "192.0.2.50, 198.51.100.1"),
+            ("x-forwarded-for", "10.9.9.9"),
+        ]);
+        assert_eq!(client.extract(&two_lines, proxy), Some(ip("198.51.100.1")));
+        // `Forwarded` first, when both are there.
+        let both = parts(&[
+            (
+                "forwarded",
+                "for=192.0.2.60;proto=http, for=\"10.1.1.1:80\"",
+            ),
+            ("x-forwarded-for", "198.51.100.2"),
+        ]);
+        assert_eq!(client.extract(&both, proxy), Some(ip("192.0.2.60")));
+        // An element without `for=`, an obfuscated one, or only proxies: the proxy is the key.
+        for unreadable in ["proto=https", "for=_gateway", "for=10.3.3.3"] {
+            let p = parts(&[("forwarded", unreadable)]);
+            assert_eq!(client.extract(&p, proxy), proxy, "{unreadable}");
+        }
+        // Nothing forwarded at all: the proxy.
+        assert_eq!(client.extract(&parts(&[]), proxy), proxy);
+        // No peer: no key.
+        assert_eq!(
+            client.extract(&parts(&[("x-forwarded-for", "192.0.2.1")]), None),
+            None
+        );
+        // A header that is not visible ASCII cannot be read: the proxy.
+        let mut binary = parts(&[]);
+        let value = http::HeaderValue::from_bytes(b"192.0.2.1\xff").unwrap();
+        binary.headers.insert("x-forwarded-for", value);
+        assert_eq!(client.extract(&binary, proxy), proxy);
+    }
+}

@@ -1,0 +1,373 @@
+//! The limits a request is checked against: one limiter each, all or nothing.
+
+use core::borrow::Borrow;
+use core::fmt;
+use core::hash::{BuildHasher, Hash};
+use core::time::Duration;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::StatusCode;
+
+use super::key::KeyExtractor;
+use super::policy::PolicyName;
+use crate::algorithm::Algorithm;
+use crate::clock::{Clock, Nanos, TscClock};
+use crate::decision::{Decision, Denied};
+use crate::keyed::{DefaultKeyHasher, KeyedRateLimiter};
+use crate::layers::sealed::{Hold, Step};
+use crate::layers::{LayerError, Layers};
+use crate::limiter::RateLimiter;
+use crate::Gcra;
+
+/// What a keyed limit does with a request whose key cannot be found (no peer address, no API
+/// key header, a key the extractor refuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissingKey {
+    /// Answer with this status, checking no limit: `401` for a missing API key, `400` for a
+    /// malformed one. The default is `500`: a limit that cannot find the peer's address is a
+    /// server that was not set up to record it.
+    Reject(StatusCode),
+    /// Pass the request on, checking no limit at all.
+    Allow,
+    /// Check the other limits, as if this one were not there.
+    Skip,
+}
+
+impl Default for MissingKey {
+    fn default() -> MissingKey {
+        MissingKey::Reject(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+}
+
+/// One limit of a [`RateLimitLayer`](super::RateLimitLayer): a named limiter, and for a keyed
+/// one, how a request's key is found. Made by [`Keyed::new`] and [`Direct::new`]; the trait is
+/// sealed.
+pub trait Limit: sealed::Limit {}
+
+impl<T: sealed::Limit> Limit for T {}
+
+/// The limits of a [`RateLimitLayer`](super::RateLimitLayer): a tuple of one to eight
+/// [`Limit`]s, checked all or nothing. The trait is sealed.
+pub trait Limits: sealed::Limits {}
+
+impl<T: sealed::Limits> Limits for T {}
+
+/// A keyed limiter as a limit: each request counted against its key's state.
+///
+/// ```
+/// use std::net::IpAddr;
+/// use std::sync::Arc;
+/// use tollgate::middleware::{Keyed, PeerIp};
+/// use tollgate::{KeyedRateLimiter, Quota};
+///
+/// let per_ip = Arc::new(KeyedRateLimiter::<IpAddr>::gcra(Quota::per_second(10).unwrap(), 10_000).unwrap());
+/// let limit = Keyed::new("per-ip", per_ip, PeerIp).unwrap();
+/// # let _ = limit;
+/// ```
+pub struct Keyed<K: ?Sized, E, A = Gcra, C = TscClock, S = DefaultKeyHasher> {
+    name: PolicyName,
+    limiter: Arc<KeyedRateLimiter<K, A, C, S>>,
+    key: E,
+    missing: MissingKey,
+}
+
+impl<K: ?Sized, E, A, C, S> Keyed<K, E, A, C, S> {
+    /// The limit `name` (the policy's name in the `RateLimit` fields) over `limiter`, with the
+    /// key that `key` finds in each request.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyNameError`](super::PolicyNameError) if `name` is empty, longer than 64 bytes, or
+    /// holds other than letters, digits and `-_.:/`.
+    pub fn new(
+        name: &str,
+        limiter: Arc<KeyedRateLimiter<K, A, C, S>>,
+        key: E,
+    ) -> Result<Keyed<K, E, A, C, S>, super::PolicyNameError> {
+        Ok(Keyed {
+            name: PolicyName::new(name)?,
+            limiter,
+            key,
+            missing: MissingKey::default(),
+        })
+    }
+
+    /// What to do with a request whose key cannot be found: by default, answer
+    /// `500 Internal Server Error` (see [`MissingKey`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::{HeaderName, StatusCode};
+    /// use tollgate::middleware::{Header, Keyed, MissingKey};
+    /// use tollgate::{KeyedRateLimiter, Quota};
+    /// let per_key = Arc::new(KeyedRateLimiter::<[u8]>::gcra(Quota::per_minute(600).unwrap(), 1_000).unwrap());
+    /// let limit = Keyed::new("per-api-key", per_key, Header::new(HeaderName::from_static("x-api-key")))
+    ///     .unwrap()
+    ///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED));
+    /// # let _ = limit;
+    /// ```
+    #[must_use]
+    pub fn on_missing_key(self, missing: MissingKey) -> Self {
+        Keyed { missing, ..self }
+    }
+}
+
+impl<K: ?Sized, E, A, C, S> fmt::Debug for Keyed<K, E, A, C, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyed")
+            .field("name", &self.name.as_str())
+            .field("missing", &self.missing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A direct limiter as a limit: every request counted against one state.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::middleware::Direct;
+/// use tollgate::{Quota, RateLimiter};
+/// let global = Direct::new("global", Arc::new(RateLimiter::gcra(Quota::per_second(5_000).unwrap()))).unwrap();
+/// # let _ = global;
+/// ```
+pub struct Direct<A = Gcra, C = TscClock> {
+    name: PolicyName,
+    limiter: Arc<RateLimiter<A, C>>,
+}
+
+impl<A, C> Direct<A, C> {
+    /// The limit `name` over `limiter`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Keyed::new`].
+    pub fn new(
+        name: &str,
+        limiter: Arc<RateLimiter<A, C>>,
+    ) -> Result<Direct<A, C>, super::PolicyNameError> {
+        Ok(Direct {
+            name: PolicyName::new(name)?,
+            limiter,
+        })
+    }
+}
+
+impl<A, C> fmt::Debug for Direct<A, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Direct")
+            .field("name", &self.name.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A limit's layer for one request, or none (its key was missing and it is skipped): a layer
+/// that admits everything and never binds. Public, in a private module, for the sealed traits.
+#[derive(Debug)]
+pub enum Skippable<L> {
+    Checked(L),
+    Skipped,
+}
+
+impl<L: Step> Step for Skippable<L> {
+    type Seen = Option<L::Seen>;
+
+    fn now(&self) -> Nanos {
+        match self {
+            Skippable::Checked(layer) => layer.now(),
+            Skippable::Skipped => Nanos::ZERO,
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        match self {
+            Skippable::Checked(layer) => layer.capacity(),
+            Skippable::Skipped => u64::MAX,
+        }
+    }
+
+    fn look(&self, now: Nanos, cost: u64) -> (Self::Seen, Result<(), Denied>) {
+        match self {
+            Skippable::Checked(layer) => {
+                let (seen, verdict) = layer.look(now, cost);
+                (Some(seen), verdict)
+            }
+            Skippable::Skipped => (None, Ok(())),
+        }
+    }
+
+    fn hold(&self, seen: Self::Seen, now: Nanos, cost: u64) -> Result<Hold, Denied> {
+        match (self, seen) {
+            (Skippable::Checked(layer), Some(seen)) => layer.hold(seen, now, cost),
+            _ => Ok(Hold::NOTHING),
+        }
+    }
+
+    fn release(&self, hold: Hold, cost: u64) {
+        if let Skippable::Checked(layer) = self {
+            layer.release(hold, cost);
+        }
+    }
+
+    fn decision(&self, hold: Option<Hold>, now: Nanos, cost: u64) -> Decision {
+        match self {
+            Skippable::Checked(layer) => layer.decision(hold, now, cost),
+            // Never the least remaining: a skipped limit never binds.
+            Skippable::Skipped => Decision::new(true, u64::MAX, Nanos::ZERO, Nanos::ZERO, u64::MAX),
+        }
+    }
+}
+
+/// What the limits made of a request. Public, in a private module, for the sealed traits.
+#[derive(Clone, Copy, Debug)]
+pub enum Verdict {
+    /// A key was missing under [`MissingKey::Allow`]: no limit checked.
+    Unchecked,
+    /// A key was missing under [`MissingKey::Reject`]: this status, no limit checked.
+    Rejected(StatusCode),
+    /// Decided: the binding limit's index and its decision (see
+    /// [`LayeredDecision`](crate::layers::LayeredDecision)).
+    Decided(usize, Decision),
+    /// The cost exceeds this limit's capacity: never admitted.
+    TooLarge(usize),
+}
+
+pub(crate) mod sealed {
+    use super::{Skippable, Verdict};
+    use crate::layers::sealed::Step;
+    use core::time::Duration;
+    use http::request::Parts;
+    use std::net::IpAddr;
+
+    /// A limit's steps: its name and policy, and its layer for a request.
+    pub trait Limit: Send + Sync + 'static {
+        /// The layer of one request.
+        type Layer<'a>: Step
+        where
+            Self: 'a;
+        /// The policy's name.
+        fn name(&self) -> &str;
+        /// The capacity and the time it comes back in full over.
+        fn policy(&self) -> (u64, Duration);
+        /// The request's layer; `Err` with the verdict if its key is missing and that settles
+        /// the request.
+        fn layer<'a>(
+            &'a self,
+            parts: &Parts,
+            peer: Option<IpAddr>,
+        ) -> Result<Skippable<Self::Layer<'a>>, Verdict>;
+    }
+
+    /// The limits of a layer: a tuple of [`Limit`]s.
+    pub trait Limits: Send + Sync + 'static {
+        /// How many.
+        const LEN: usize;
+        /// The request's verdict, all limits together.
+        fn decide(&self, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Verdict;
+        /// Each limit's name, capacity and window, in order.
+        fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration));
+    }
+}
+
+impl<K, E, A, C, S> sealed::Limit for Keyed<K, E, A, C, S>
+where
+    K: Hash + ?Sized + Send + Sync + 'static,
+    E: KeyExtractor,
+    E::Key: Borrow<K>,
+    A: Algorithm + 'static,
+    C: Clock + 'static,
+    S: BuildHasher + Send + Sync + 'static,
+{
+    type Layer<'a> = crate::layers::KeyedLayer<'a, K, A, C, S>;
+
+    fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    fn policy(&self) -> (u64, Duration) {
+        let algorithm = self.limiter.algorithm();
+        (algorithm.capacity(), algorithm.window())
+    }
+
+    fn layer<'a>(
+        &'a self,
+        parts: &Parts,
+        peer: Option<IpAddr>,
+    ) -> Result<Skippable<Self::Layer<'a>>, Verdict> {
+        match self.key.extract(parts, peer) {
+            Some(key) => Ok(Skippable::Checked(self.limiter.layer::<K>(key.borrow()))),
+            None => match self.missing {
+                MissingKey::Skip => Ok(Skippable::Skipped),
+                MissingKey::Allow => Err(Verdict::Unchecked),
+                MissingKey::Reject(status) => Err(Verdict::Rejected(status)),
+            },
+        }
+    }
+}
+
+impl<A, C> sealed::Limit for Direct<A, C>
+where
+    A: Algorithm + 'static,
+    C: Clock + 'static,
+{
+    type Layer<'a> = &'a RateLimiter<A, C>;
+
+    fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    fn policy(&self) -> (u64, Duration) {
+        let algorithm = self.limiter.algorithm();
+        (algorithm.capacity(), algorithm.window())
+    }
+
+    fn layer<'a>(
+        &'a self,
+        _: &Parts,
+        _: Option<IpAddr>,
+    ) -> Result<Skippable<Self::Layer<'a>>, Verdict> {
+        Ok(Skippable::Checked(&*self.limiter))
+    }
+}
+
+/// The verdict of an all-or-nothing decision.
+fn verdict(decided: Result<crate::layers::LayeredDecision, LayerError>) -> Verdict {
+    match decided {
+        Ok(decided) => Verdict::Decided(decided.layer(), *decided.decision()),
+        Err(error) => Verdict::TooLarge(error.layer()),
+    }
+}
+
+macro_rules! limits {
+    ($n:literal; $($limit:ident $i:tt),+) => {
+        impl<$($limit: sealed::Limit),+> sealed::Limits for ($($limit,)+) {
+            const LEN: usize = $n;
+
+            fn decide(&self, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Verdict {
+                let layers = ($(match self.$i.layer(parts, peer) {
+                    Ok(layer) => layer,
+                    Err(verdict) => return verdict,
+                },)+);
+                verdict(layers.decide_all(cost))
+            }
+
+            fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {
+                $(
+                    let (capacity, window) = self.$i.policy();
+                    each(self.$i.name(), capacity, window);
+                )+
+            }
+        }
+    };
+}
+
+limits!(1; A 0);
+limits!(2; A 0, B 1);
+limits!(3; A 0, B 1, C 2);
+limits!(4; A 0, B 1, C 2, D 3);
+limits!(5; A 0, B 1, C 2, D 3, E 4);
+limits!(6; A 0, B 1, C 2, D 3, E 4, F 5);
+limits!(7; A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+limits!(8; A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);

@@ -1,0 +1,365 @@
+//! The tower `Layer` and `Service`: decide, then answer `429` or call the inner service, and add
+//! the fields to the response.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::sync::Arc;
+
+use http::header::{HeaderName, RETRY_AFTER};
+use http::request::Parts;
+use http::{HeaderValue, Request, Response, StatusCode};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::key::peer_ip;
+use super::limit::Limits;
+use super::limit::Verdict;
+use super::policy;
+use crate::decision::Decision;
+
+/// `RateLimit-Policy`.
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`.
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+type DeniedFn = dyn Fn(&Refusal) -> Response<()> + Send + Sync;
+
+/// How a request was refused: what a custom denial response ([`RateLimitLayer::on_denied`]) is
+/// built from.
+#[derive(Clone, Copy, Debug)]
+pub struct Refusal {
+    limit: usize,
+    decision: Decision,
+}
+
+impl Refusal {
+    /// The index of the refusing limit in the layer's tuple.
+    #[must_use]
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// The refusing limit's decision: its [`retry_after`](Decision::retry_after) is the
+    /// longest wait of the limits that refused.
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+}
+
+/// The limits and the closures, shared by a layer and the services it makes.
+struct Config<L> {
+    limits: Arc<L>,
+    cost: Option<Arc<CostFn>>,
+    denied: Option<Arc<DeniedFn>>,
+}
+
+impl<L> Clone for Config<L> {
+    fn clone(&self) -> Self {
+        Config {
+            limits: Arc::clone(&self.limits),
+            cost: self.cost.clone(),
+            denied: self.denied.clone(),
+        }
+    }
+}
+
+/// A tower [`Layer`] that checks each request against a tuple of limits, all or nothing, before
+/// the inner service sees it.
+///
+/// A refused request gets `429 Too Many Requests` (or [`on_denied`](Self::on_denied)'s
+/// response) with `Retry-After` and the `RateLimit-Policy` and `RateLimit` fields, and the inner
+/// service never sees it; an admitted one goes on, and its response gets the two fields. A
+/// request whose cost exceeds a limit's capacity gets `413 Content Too Large`: it could never
+/// be admitted. See [the module docs](super) for keys, costs and the fields.
+///
+/// ```
+/// use std::sync::Arc;
+/// use tollgate::middleware::{Direct, RateLimitLayer};
+/// use tollgate::{Quota, RateLimiter};
+///
+/// let global = Arc::new(RateLimiter::gcra(Quota::per_second(1_000).unwrap()));
+/// let layer = RateLimitLayer::new((Direct::new("global", global).unwrap(),));
+/// # let _ = layer;
+/// ```
+pub struct RateLimitLayer<L> {
+    config: Config<L>,
+}
+
+impl<L: Limits> RateLimitLayer<L> {
+    /// A layer over `limits`: a tuple of one to eight [`Keyed`](super::Keyed) and
+    /// [`Direct`](super::Direct) limits, checked all or nothing, each request at a cost of 1.
+    pub fn new(limits: L) -> RateLimitLayer<L> {
+        RateLimitLayer {
+            config: Config {
+                limits: Arc::new(limits),
+                cost: None,
+                denied: None,
+            },
+        }
+    }
+
+    /// Each request's cost, from its head: bytes, tokens, rows. A cost of 0 is always admitted
+    /// and takes nothing.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use tollgate::middleware::{Direct, RateLimitLayer};
+    /// use tollgate::{Quota, RateLimiter};
+    /// let bytes = Arc::new(RateLimiter::gcra(Quota::per_second(1 << 20).unwrap()));
+    /// let layer = RateLimitLayer::new((Direct::new("upload-bytes", bytes).unwrap(),)).cost(|parts| {
+    ///     let length = parts.headers.get(http::header::CONTENT_LENGTH);
+    ///     length.and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0)
+    /// });
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.config.cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// The response for a refused request, in place of `429`: its status and headers (its body
+    /// is the body type's default). `Retry-After` and the `RateLimit` fields are added to it
+    /// unless it has its own.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use http::{Response, StatusCode};
+    /// use tollgate::middleware::{Direct, RateLimitLayer};
+    /// use tollgate::{Quota, RateLimiter};
+    /// let global = Arc::new(RateLimiter::gcra(Quota::per_second(1_000).unwrap()));
+    /// let layer = RateLimitLayer::new((Direct::new("global", global).unwrap(),)).on_denied(|_refusal| {
+    ///     let mut response = Response::new(());
+    ///     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    ///     response
+    /// });
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn on_denied(
+        mut self,
+        denied: impl Fn(&Refusal) -> Response<()> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.denied = Some(Arc::new(denied));
+        self
+    }
+}
+
+impl<L> Clone for RateLimitLayer<L> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<L> fmt::Debug for RateLimitLayer<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S, L> Layer<S> for RateLimitLayer<L> {
+    type Service = RateLimit<S, L>;
+
+    fn layer(&self, inner: S) -> RateLimit<S, L> {
+        RateLimit {
+            inner,
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The [`Service`] that [`RateLimitLayer`] wraps around an inner service.
+pub struct RateLimit<S, L> {
+    inner: S,
+    config: Config<L>,
+}
+
+impl<S: Clone, L> Clone for RateLimit<S, L> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: Limits> Config<L> {
+    /// The `RateLimit-Policy` field: every limit, in order.
+    fn policy(&self) -> HeaderValue {
+        let mut out = String::new();
+        self.limits.policies(&mut |name, capacity, window| {
+            policy::write_policy(&mut out, name, capacity, window)
+        });
+        HeaderValue::try_from(out).expect("a RateLimit-Policy field of visible ASCII")
+    }
+
+    /// The `RateLimit` field for the binding limit.
+    fn rate_limit(&self, limit: usize, decision: &Decision) -> Option<HeaderValue> {
+        let mut value = None;
+        let mut index = 0;
+        self.limits.policies(&mut |name, _, _| {
+            if index == limit {
+                value = Some(policy::rate_limit(name, decision));
+            }
+            index += 1;
+        });
+        value
+    }
+}
+
+impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, L>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    L: Limits,
+    ResBody: Default,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResBody>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let config = &self.config;
+        let (parts, body) = request.into_parts();
+        let peer = peer_ip(&parts);
+        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        let verdict = config.limits.decide(&parts, peer, cost);
+        let respond = |status: StatusCode| {
+            let mut response = Response::new(ResBody::default());
+            *response.status_mut() = status;
+            response
+        };
+        let (limit, decision) = match verdict {
+            Verdict::Unchecked => {
+                return ResponseFuture::inner(
+                    self.inner.call(Request::from_parts(parts, body)),
+                    None,
+                )
+            }
+            Verdict::Rejected(status) => return ResponseFuture::ready(respond(status)),
+            Verdict::TooLarge(_) => {
+                return ResponseFuture::ready(respond(StatusCode::PAYLOAD_TOO_LARGE))
+            }
+            Verdict::Decided(limit, decision) => (limit, decision),
+        };
+        let mut fields = vec![(RATELIMIT_POLICY, config.policy())];
+        // A limit that binds with nothing to count (every limit skipped) states no `RateLimit`.
+        if decision.limit() != u64::MAX {
+            fields.extend(
+                config
+                    .rate_limit(limit, &decision)
+                    .map(|value| (RATELIMIT, value)),
+            );
+        }
+        if decision.is_allowed() {
+            return ResponseFuture::inner(
+                self.inner.call(Request::from_parts(parts, body)),
+                Some(fields),
+            );
+        }
+        fields.push((RETRY_AFTER, policy::retry_after(&decision)));
+        let mut response = match &config.denied {
+            Some(denied) => {
+                let (head, ()) = denied(&Refusal { limit, decision }).into_parts();
+                Response::from_parts(head, ResBody::default())
+            }
+            None => respond(StatusCode::TOO_MANY_REQUESTS),
+        };
+        for (name, value) in fields {
+            if !response.headers().contains_key(&name) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+        ResponseFuture::ready(response)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The response of a [`RateLimit`] service: the inner service's, with the `RateLimit`
+    /// fields added, or the refusal, ready at once.
+    pub struct ResponseFuture<F, B> {
+        #[pin]
+        kind: Kind<F, B>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProjection]
+    enum Kind<F, B> {
+        Inner {
+            #[pin]
+            future: F,
+            fields: Option<Vec<(HeaderName, HeaderValue)>>,
+        },
+        Ready {
+            response: Option<Response<B>>,
+        },
+    }
+}
+
+impl<F, B> ResponseFuture<F, B> {
+    fn inner(future: F, fields: Option<Vec<(HeaderName, HeaderValue)>>) -> Self {
+        ResponseFuture {
+            kind: Kind::Inner { future, fields },
+        }
+    }
+
+    fn ready(response: Response<B>) -> Self {
+        ResponseFuture {
+            kind: Kind::Ready {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<F, B> fmt::Debug for ResponseFuture<F, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProjection::Inner { future, fields } => {
+                let mut response = match future.poll(cx) {
+                    Poll::Ready(Ok(response)) => response,
+                    other => return other,
+                };
+                for (name, value) in fields.take().into_iter().flatten() {
+                    // The inner service's own fields, if it set them, are kept.
+                    if !response.headers().contains_key(&name) {
+                        response.headers_mut().insert(name, value);
+                    }
+                }
+                Poll::Ready(Ok(response))
+            }
+            KindProjection::Ready { response } => match response.take() {
+                Some(response) => Poll::Ready(Ok(response)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}

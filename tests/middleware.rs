@@ -1,0 +1,403 @@
+//! The middleware over real HTTP: an axum server on a loopback port the system picks, with the
+//! peer's address recorded, and a hyper client. Exact counts of admitted and refused requests;
+//! the `RateLimit` fields parsed with a Structured Field Values parser (`sfv`) and checked
+//! against the draft's grammar and the limiters' own state; forwarded addresses believed only
+//! from trusted proxies; missing, oversized and non-UTF-8 keys answered as configured.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use sfv::{BareItem, ListEntry, Parser};
+use tollgate::middleware::{
+    from_fn, Cidr, ClientIp, Direct, Header, Keyed, MissingKey, PeerIp, RateLimitLayer,
+};
+use tollgate::{KeyedRateLimiter, Quota, RateLimiter};
+
+/// An app behind `layer`, served on 127.0.0.1 with the peer's address recorded; its address.
+async fn serve(layer: impl tower_layer_for_router::Apply) -> SocketAddr {
+    let app = layer.apply(Router::new().route("/", get(|| async { "ok" })));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    addr
+}
+
+/// Applies a layer to a router: the test's apps are all `Router::layer` of a
+/// `RateLimitLayer`, whose limit tuples differ in type.
+mod tower_layer_for_router {
+    use axum::Router;
+    use tollgate::middleware::{Limits, RateLimitLayer};
+
+    pub trait Apply {
+        fn apply(self, router: Router) -> Router;
+    }
+
+    impl<L: Limits> Apply for RateLimitLayer<L> {
+        fn apply(self, router: Router) -> Router {
+            router.layer(self)
+        }
+    }
+}
+
+/// A GET of `/` with these headers: the status and the response's headers.
+async fn request(addr: SocketAddr, headers: &[(&str, &[u8])]) -> (StatusCode, HeaderMap) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut builder = Request::get(format!("http://{addr}/"));
+    for (name, value) in headers {
+        builder = builder.header(*name, HeaderValue::from_bytes(value).unwrap());
+    }
+    let response: Response<_> = client
+        .request(builder.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    (response.status(), response.headers().clone())
+}
+
+/// A field's list, each member an Item whose bare item is a String, with Integer parameters:
+/// the grammar of both `RateLimit` fields.
+fn list(headers: &HeaderMap, name: &str) -> Vec<(String, Vec<(String, i64)>)> {
+    let value = headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} in {headers:?}"));
+    let list = Parser::parse_list(value.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(!list.is_empty(), "{name} is empty");
+    list.into_iter()
+        .map(|entry| {
+            let ListEntry::Item(item) = entry else {
+                panic!("{name}: an inner list");
+            };
+            let BareItem::String(policy) = item.bare_item else {
+                panic!("{name}: {:?} is not a String", item.bare_item);
+            };
+            let params = item
+                .params
+                .into_iter()
+                .map(|(key, value)| match value {
+                    BareItem::Integer(n) if n >= 0 => (key, n),
+                    other => panic!("{name}: {key}={other:?} is not a non-negative Integer"),
+                })
+                .collect();
+            (policy, params)
+        })
+        .collect()
+}
+
+fn param(item: &(String, Vec<(String, i64)>), key: &str) -> i64 {
+    item.1
+        .iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key} in {item:?}"))
+        .1
+}
+
+fn per_ip(quota: Quota) -> Arc<KeyedRateLimiter<IpAddr>> {
+    Arc::new(KeyedRateLimiter::gcra(quota, 1_000).unwrap())
+}
+
+#[tokio::test]
+async fn a_burst_gets_exactly_the_quota_then_429s_with_the_fields() {
+    // 5 per minute: a token every 12 s.
+    let limiter = per_ip(Quota::per_minute(5).unwrap());
+    let layer = RateLimitLayer::new((Keyed::new("per-ip", Arc::clone(&limiter), PeerIp).unwrap(),));
+    let addr = serve(layer).await;
+    let mut statuses = Vec::new();
+    for i in 0..8u64 {
+        let (status, headers) = request(addr, &[]).await;
+        statuses.push(status);
+        assert_eq!(
+            list(&headers, "ratelimit-policy"),
+            vec![(
+                "per-ip".to_owned(),
+                vec![("q".to_owned(), 5), ("w".to_owned(), 60)]
+            )]
+        );
+        let rate_limit = list(&headers, "ratelimit");
+        assert_eq!(rate_limit.len(), 1);
+        assert_eq!(rate_limit[0].0, "per-ip");
+        let admitted = i.min(4) + 1;
+        // What remains after the request, and the seconds until all 5 are back: 12 s for each
+        // admitted, less the milliseconds the test has run, rounded up.
+        assert_eq!(param(&rate_limit[0], "r"), 5 - admitted as i64);
+        assert_eq!(param(&rate_limit[0], "t"), 12 * admitted as i64);
+        if i < 5 {
+            assert!(!headers.contains_key("retry-after"));
+        } else {
+            // The next token in under 12 s: 12 when rounded up.
+            assert_eq!(headers["retry-after"], "12");
+        }
+    }
+    let ok = statuses.iter().filter(|&&s| s == StatusCode::OK).count();
+    let refused = statuses
+        .iter()
+        .filter(|&&s| s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!((ok, refused), (5, 3));
+    assert_eq!(&statuses[..5], &[StatusCode::OK; 5]);
+    // The limiter's own state: nothing left for the client.
+    assert_eq!(
+        limiter.peek_key(&IpAddr::from([127, 0, 0, 1])).remaining(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_refused_request_takes_nothing_from_the_other_limits() {
+    let ip = per_ip(Quota::per_hour(3).unwrap());
+    let global = Arc::new(RateLimiter::gcra(Quota::per_hour(100).unwrap()));
+    let layer = RateLimitLayer::new((
+        Keyed::new("per-ip", ip, PeerIp).unwrap(),
+        Direct::new("global", Arc::clone(&global)).unwrap(),
+    ));
+    let addr = serve(layer).await;
+    for _ in 0..3 {
+        let (status, headers) = request(addr, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        // Both policies stated; the binding one (least remaining) is per-ip.
+        let policies: Vec<String> = list(&headers, "ratelimit-policy")
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        assert_eq!(policies, ["per-ip", "global"]);
+        assert_eq!(list(&headers, "ratelimit")[0].0, "per-ip");
+    }
+    for _ in 0..4 {
+        let (status, headers) = request(addr, &[]).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(list(&headers, "ratelimit")[0].0, "per-ip");
+        assert_eq!(headers["retry-after"], "1200");
+    }
+    // Seven requests, three admitted: the global limit counted only those.
+    assert_eq!(global.peek().remaining(), 97);
+}
+
+#[tokio::test]
+async fn a_forwarded_address_is_believed_only_from_a_trusted_proxy() {
+    let untrusting = per_ip(Quota::per_hour(2).unwrap());
+    let layer = RateLimitLayer::new((Keyed::new(
+        "client",
+        Arc::clone(&untrusting),
+        ClientIp::trusting(["10.0.0.0/8".parse::<Cidr>().unwrap()]),
+    )
+    .unwrap(),));
+    let addr = serve(layer).await;
+    // The test's connections come from 127.0.0.1, not a trusted proxy: each spoofed header
+    // is ignored, and all count against 127.0.0.1.
+    let mut statuses = Vec::new();
+    for spoof in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+        statuses.push(
+            request(addr, &[("x-forwarded-for", spoof.as_bytes())])
+                .await
+                .0,
+        );
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    assert_eq!(
+        untrusting
+            .peek_key(&IpAddr::from([127, 0, 0, 1]))
+            .remaining(),
+        0
+    );
+
+    // Behind a trusted proxy (here, loopback), each forwarded client has its own key: the
+    // rightmost untrusted hop, whatever the client wrote to the left of it.
+    let trusting = per_ip(Quota::per_hour(1).unwrap());
+    let layer = RateLimitLayer::new((Keyed::new(
+        "client",
+        Arc::clone(&trusting),
+        ClientIp::trusting([
+            "127.0.0.1".parse::<Cidr>().unwrap(),
+            "10.0.0.0/8".parse().unwrap(),
+        ]),
+    )
+    .unwrap(),));
+    let addr = serve(layer).await;
+    let forwarded = |list: &'static str| async move {
+        request(addr, &[("x-forwarded-for", list.as_bytes())]).await
+    };
+    assert_eq!(forwarded("198.51.100.1, 10.1.1.1").await.0, StatusCode::OK);
+    assert_eq!(forwarded("198.51.100.2").await.0, StatusCode::OK);
+    // A client that claims another address to the left of its own is still itself.
+    let spoofed = forwarded("192.0.2.99, 198.51.100.1, 10.2.2.2").await;
+    assert_eq!(spoofed.0, StatusCode::TOO_MANY_REQUESTS);
+    let rfc7239 = request(
+        addr,
+        &[("forwarded", b"for=\"[2001:db8::7]:4711\";proto=https")],
+    )
+    .await;
+    assert_eq!(rfc7239.0, StatusCode::OK);
+    assert_eq!(
+        trusting
+            .peek_key(&"2001:db8::7".parse::<IpAddr>().unwrap())
+            .remaining(),
+        0
+    );
+    // Unreadable lists leave the proxy itself as the key: one key for all of them.
+    assert_eq!(forwarded("not an address").await.0, StatusCode::OK);
+    assert_eq!(forwarded("unknown").await.0, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn missing_oversized_and_binary_keys() {
+    let per_key =
+        Arc::new(KeyedRateLimiter::<[u8]>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap());
+    let layer = RateLimitLayer::new((Keyed::new(
+        "api-key",
+        Arc::clone(&per_key),
+        Header::new(HeaderName::from_static("x-api-key")).max_len(16),
+    )
+    .unwrap()
+    .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)),));
+    let addr = serve(layer).await;
+    // No key, or one past the longest taken: 401, no limit checked, no fields.
+    let (status, headers) = request(addr, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(!headers.contains_key("ratelimit") && !headers.contains_key("ratelimit-policy"));
+    assert_eq!(
+        request(addr, &[("x-api-key", &[b'k'; 17])]).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // Bytes that are not UTF-8 are a key like any other.
+    let binary: &[u8] = &[0xff, 0xfe, b'k'];
+    assert_eq!(
+        request(addr, &[("x-api-key", binary)]).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        request(addr, &[("x-api-key", binary)]).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(per_key.peek_key(binary).remaining(), 0);
+    assert_eq!(
+        request(addr, &[("x-api-key", &[b'k'; 16])]).await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn a_skipped_or_allowed_missing_key() {
+    let per_key =
+        Arc::new(KeyedRateLimiter::<[u8]>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap());
+    let global = Arc::new(RateLimiter::gcra(Quota::per_hour(2).unwrap()));
+    let api_key = || Header::new(HeaderName::from_static("x-api-key"));
+    let skip = RateLimitLayer::new((
+        Keyed::new("api-key", Arc::clone(&per_key), api_key())
+            .unwrap()
+            .on_missing_key(MissingKey::Skip),
+        Direct::new("global", Arc::clone(&global)).unwrap(),
+    ));
+    let addr = serve(skip).await;
+    // Without a key, only the global limit: it binds and is stated.
+    let (status, headers) = request(addr, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list(&headers, "ratelimit")[0].0, "global");
+    assert_eq!(global.peek().remaining(), 1);
+
+    let allow = RateLimitLayer::new((
+        Keyed::new("api-key", per_key, api_key())
+            .unwrap()
+            .on_missing_key(MissingKey::Allow),
+        Direct::new("global", Arc::clone(&global)).unwrap(),
+    ));
+    let addr = serve(allow).await;
+    // Without a key, no limit at all: the global one is untouched, no fields.
+    for _ in 0..3 {
+        let (status, headers) = request(addr, &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(!headers.contains_key("ratelimit"));
+    }
+    assert_eq!(global.peek().remaining(), 1);
+}
+
+#[tokio::test]
+async fn costs_and_custom_refusals() {
+    let bytes = Arc::new(RateLimiter::gcra(Quota::per_hour(100).unwrap()));
+    let layer = RateLimitLayer::new((Direct::new("bytes", Arc::clone(&bytes)).unwrap(),))
+        .cost(|parts| {
+            let cost = parts
+                .headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok());
+            cost.unwrap_or(1)
+        })
+        .on_denied(|refusal| {
+            let mut response = Response::new(());
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            let wait = refusal.decision().retry_after_secs().to_string();
+            response
+                .headers_mut()
+                .insert("x-wait", HeaderValue::try_from(wait).unwrap());
+            response
+        });
+    let addr = serve(layer).await;
+    assert_eq!(request(addr, &[("x-cost", b"60")]).await.0, StatusCode::OK);
+    // Past the capacity: never admitted, 413, nothing taken.
+    assert_eq!(
+        request(addr, &[("x-cost", b"101")]).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    let (status, headers) = request(addr, &[("x-cost", b"41")]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    // 1 unit missing, 36 s each: the custom response and the fields agree.
+    assert_eq!(headers["x-wait"], "36");
+    assert_eq!(headers["retry-after"], "36");
+    assert_eq!(param(&list(&headers, "ratelimit")[0], "r"), 40);
+    assert_eq!(bytes.peek().remaining(), 40);
+    // A cost of 0 takes nothing.
+    assert_eq!(request(addr, &[("x-cost", b"0")]).await.0, StatusCode::OK);
+    assert_eq!(bytes.peek().remaining(), 40);
+}
+
+#[tokio::test]
+async fn a_key_from_a_closure_over_the_request() {
+    let per_tenant =
+        Arc::new(KeyedRateLimiter::<str>::gcra(Quota::per_hour(1).unwrap(), 100).unwrap());
+    let tenant = from_fn(|parts: &http::request::Parts| {
+        Some(parts.uri.query()?.strip_prefix("tenant=")?.to_owned())
+    });
+    let layer = RateLimitLayer::new((Keyed::new("tenant", Arc::clone(&per_tenant), tenant)
+        .unwrap()
+        .on_missing_key(MissingKey::Reject(StatusCode::BAD_REQUEST)),));
+    let app = tower_layer_for_router::Apply::apply(
+        layer,
+        Router::new().route("/", get(|| async { "ok" })),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let status = |query: &'static str| {
+        let client = client.clone();
+        async move {
+            let uri = format!("http://{addr}/{query}");
+            client.get(uri.parse().unwrap()).await.unwrap().status()
+        }
+    };
+    assert_eq!(status("?tenant=acme").await, StatusCode::OK);
+    assert_eq!(status("?tenant=acme").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status("?tenant=globex").await, StatusCode::OK);
+    assert_eq!(status("").await, StatusCode::BAD_REQUEST);
+    assert_eq!(per_tenant.peek_key("acme").remaining(), 0);
+    let _ = Duration::ZERO;
+}
