@@ -82,15 +82,41 @@ pub(crate) fn write_policy(out: &mut String, name: &str, capacity: u64, window: 
     );
 }
 
-/// The `RateLimit` field for the binding limit's decision.
+/// The `RateLimit` field for the binding limit's decision: `"name";r=..;t=..`, written by hand
+/// (it is on every response's path).
 pub(crate) fn rate_limit(name: &str, decision: &Decision) -> HeaderValue {
-    let value = format!(
-        "\"{name}\";r={};t={}",
-        decision.remaining().min(MAX_INTEGER),
-        seconds(decision.reset_after())
-    );
+    // At most 64 bytes of name, 2 of quotes and 6 of parameters' names, and two integers of at
+    // most 15 digits each.
+    let mut out = [0u8; 64 + 8 + 30];
+    let mut len = 0;
+    for part in [&b"\""[..], name.as_bytes(), b"\";r="] {
+        out[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    len = push_integer(&mut out, len, decision.remaining());
+    out[len..len + 3].copy_from_slice(b";t=");
+    len = push_integer(&mut out, len + 3, seconds(decision.reset_after()));
     // Names are checked to be Structured Field strings of visible ASCII, and the rest digits.
-    HeaderValue::try_from(value).expect("a RateLimit field of visible ASCII")
+    HeaderValue::from_bytes(&out[..len]).expect("a RateLimit field of visible ASCII")
+}
+
+/// Writes `n`, capped at the largest Structured Field integer, in decimal at `out[at..]`, and
+/// returns where it ends.
+fn push_integer(out: &mut [u8], at: usize, n: u64) -> usize {
+    let mut n = n.min(MAX_INTEGER);
+    let mut digits = [0u8; 15];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let end = at + digits.len() - i;
+    out[at..end].copy_from_slice(&digits[i..]);
+    end
 }
 
 /// `Retry-After` in whole seconds, rounded up: waiting that long is enough.

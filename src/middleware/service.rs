@@ -169,6 +169,7 @@ impl<S, L> Layer<S> for RateLimitLayer<L> {
         RateLimit {
             inner,
             config: self.config.clone(),
+            policy: PolicyCache::default(),
         }
     }
 }
@@ -177,6 +178,7 @@ impl<S, L> Layer<S> for RateLimitLayer<L> {
 pub struct RateLimit<S, L> {
     inner: S,
     config: Config<L>,
+    policy: PolicyCache,
 }
 
 impl<S: Clone, L> Clone for RateLimit<S, L> {
@@ -184,6 +186,7 @@ impl<S: Clone, L> Clone for RateLimit<S, L> {
         RateLimit {
             inner: self.inner.clone(),
             config: self.config.clone(),
+            policy: PolicyCache::default(),
         }
     }
 }
@@ -197,15 +200,6 @@ impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
 }
 
 impl<L: Limits> Config<L> {
-    /// The `RateLimit-Policy` field: every limit, in order.
-    fn policy(&self) -> HeaderValue {
-        let mut out = String::new();
-        self.limits.policies(&mut |name, capacity, window| {
-            policy::write_policy(&mut out, name, capacity, window)
-        });
-        HeaderValue::try_from(out).expect("a RateLimit-Policy field of visible ASCII")
-    }
-
     /// The `RateLimit` field for the binding limit.
     fn rate_limit(&self, limit: usize, decision: &Decision) -> Option<HeaderValue> {
         let mut value = None;
@@ -217,6 +211,62 @@ impl<L: Limits> Config<L> {
             index += 1;
         });
         value
+    }
+}
+
+/// The `RateLimit-Policy` field as a service last wrote it, with the limits it stated: written
+/// again only when a limit's quota has changed ([`set_quota`](crate::RateLimiter::set_quota)).
+#[derive(Default)]
+struct PolicyCache {
+    limits: Vec<(u64, core::time::Duration)>,
+    value: Option<HeaderValue>,
+}
+
+impl PolicyCache {
+    fn get<L: Limits>(&mut self, limits: &L) -> HeaderValue {
+        let mut index = 0;
+        let mut same = self.value.is_some();
+        limits.policies(&mut |_, capacity, window| {
+            same &= self.limits.get(index) == Some(&(capacity, window));
+            index += 1;
+        });
+        if let (true, Some(value)) = (same, &self.value) {
+            return value.clone();
+        }
+        let mut out = String::new();
+        self.limits.clear();
+        limits.policies(&mut |name, capacity, window| {
+            policy::write_policy(&mut out, name, capacity, window);
+            self.limits.push((capacity, window));
+        });
+        let value = HeaderValue::try_from(out).expect("a RateLimit-Policy field of visible ASCII");
+        self.value = Some(value.clone());
+        value
+    }
+}
+
+/// The fields a response gets.
+struct Fields {
+    policy: HeaderValue,
+    rate_limit: Option<HeaderValue>,
+    retry_after: Option<HeaderValue>,
+}
+
+impl Fields {
+    /// Adds the fields the headers do not have already.
+    fn add_to(self, headers: &mut http::HeaderMap) {
+        let fields = [
+            (RATELIMIT_POLICY, Some(self.policy)),
+            (RATELIMIT, self.rate_limit),
+            (RETRY_AFTER, self.retry_after),
+        ];
+        for (name, value) in fields {
+            if let Some(value) = value {
+                if let http::header::Entry::Vacant(entry) = headers.entry(name) {
+                    entry.insert(value);
+                }
+            }
+        }
     }
 }
 
@@ -258,22 +308,22 @@ where
             }
             Verdict::Decided(limit, decision) => (limit, decision),
         };
-        let mut fields = vec![(RATELIMIT_POLICY, config.policy())];
-        // A limit that binds with nothing to count (every limit skipped) states no `RateLimit`.
-        if decision.limit() != u64::MAX {
-            fields.extend(
-                config
-                    .rate_limit(limit, &decision)
-                    .map(|value| (RATELIMIT, value)),
-            );
-        }
+        let mut fields = Fields {
+            policy: self.policy.get(&*config.limits),
+            // A limit that binds with nothing to count (every limit skipped) states no
+            // `RateLimit`.
+            rate_limit: (decision.limit() != u64::MAX)
+                .then(|| config.rate_limit(limit, &decision))
+                .flatten(),
+            retry_after: None,
+        };
         if decision.is_allowed() {
             return ResponseFuture::inner(
                 self.inner.call(Request::from_parts(parts, body)),
                 Some(fields),
             );
         }
-        fields.push((RETRY_AFTER, policy::retry_after(&decision)));
+        fields.retry_after = Some(policy::retry_after(&decision));
         let mut response = match &config.denied {
             Some(denied) => {
                 let (head, ()) = denied(&Refusal { limit, decision }).into_parts();
@@ -281,11 +331,7 @@ where
             }
             None => respond(StatusCode::TOO_MANY_REQUESTS),
         };
-        for (name, value) in fields {
-            if !response.headers().contains_key(&name) {
-                response.headers_mut().insert(name, value);
-            }
-        }
+        fields.add_to(response.headers_mut());
         ResponseFuture::ready(response)
     }
 }
@@ -305,7 +351,7 @@ pin_project_lite::pin_project! {
         Inner {
             #[pin]
             future: F,
-            fields: Option<Vec<(HeaderName, HeaderValue)>>,
+            fields: Option<Fields>,
         },
         Ready {
             response: Option<Response<B>>,
@@ -314,7 +360,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F, B> ResponseFuture<F, B> {
-    fn inner(future: F, fields: Option<Vec<(HeaderName, HeaderValue)>>) -> Self {
+    fn inner(future: F, fields: Option<Fields>) -> Self {
         ResponseFuture {
             kind: Kind::Inner { future, fields },
         }
@@ -348,11 +394,9 @@ where
                     Poll::Ready(Ok(response)) => response,
                     other => return other,
                 };
-                for (name, value) in fields.take().into_iter().flatten() {
-                    // The inner service's own fields, if it set them, are kept.
-                    if !response.headers().contains_key(&name) {
-                        response.headers_mut().insert(name, value);
-                    }
+                // The inner service's own fields, if it set them, are kept.
+                if let Some(fields) = fields.take() {
+                    fields.add_to(response.headers_mut());
                 }
                 Poll::Ready(Ok(response))
             }
