@@ -5,8 +5,9 @@
 # a reset of every key that decides on reservations; an entry judged by the table's own quota
 # whatever the tier its word carries), the cancel of a reservation (given back with others
 # behind it), the release of a layered check's holds (none, or none once another request was
-# admitted), and a direct limiter's reconfiguration (the state word retired without checking it,
-# or taken for a state; a reconfigured limiter deciding with its first quota), runs the models
+# admitted), a direct limiter's reconfiguration (the state word retired without checking it,
+# or taken for a state; a reconfigured limiter deciding with its first quota), and a Redis lease's
+# claim (one that leaves the word open to a second claim), runs the models
 # that the list below names for that break, and expects every one of them to fail: the list is
 # also the record of which model guards which part of the protocol. It works on a copy of the
 # working tree in a temporary folder, so the checkout itself is never modified: a commit made
@@ -63,7 +64,8 @@ mutant() {
     log=$(mktemp)
     # shellcheck disable=SC2086 # one argument per model
     "$tree/loom-tests/run.sh" --exact $models >"$log" 2>&1 || true
-    caught=$(grep -E '^test [a-z_0-9]+ \.\.\. FAILED' "$log" | cut -d' ' -f2 | sort || true)
+    # A model inside the crate is named by its path: its last segment is its name.
+    caught=$(grep -E '^test [a-z_0-9:]+ \.\.\. FAILED' "$log" | cut -d' ' -f2 | sed 's/.*:://' | sort || true)
     for model in $models; do
         grep -qx "$model" <<<"$caught" || missed="$missed $model"
     done
@@ -142,6 +144,9 @@ mutant "a decision that takes the retired state word for a state" \
 mutant "a decision on a reconfigured limiter judged by the quota it was built with" \
     "checks_race_a_reconfiguration_of_a_moved_limiter a_check_races_two_reconfigurations" \
     's/step\(loaded\.word, &loaded\.algorithm\);\n(\s*)if next == loaded\.word \{\n(\s*)return \(outcome, loaded\.generation/step(loaded.word, &self.first);\n$1if next == loaded.word {\n$2return (outcome, loaded.generation/' src/store/cell.rs
+mutant "a lease claim that leaves the word open to another claim" \
+    "a_claim_races_spends" \
+    's/let claimed = Held \{\n(\s*)renewing: true,/let claimed = Held {\n$1renewing: false,/' src/redis/lease.rs
 if [ "$failures" -ne 0 ]; then
     echo "$failures mutant(s) not caught"
     exit 1
