@@ -6,7 +6,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
@@ -399,5 +398,4 @@ async fn a_key_from_a_closure_over_the_request() {
     assert_eq!(status("?tenant=globex").await, StatusCode::OK);
     assert_eq!(status("").await, StatusCode::BAD_REQUEST);
     assert_eq!(per_tenant.peek_key("acme").remaining(), 0);
-    let _ = Duration::ZERO;
 }

@@ -176,3 +176,33 @@ local function not_a_state(key, algorithm)
     return redis.error_reply('tollgate: the value of ' .. key .. ' is not a ' .. algorithm ..
         ' state')
 end
+
+-- A window counter's `carry_over`, as the `convert` of `own`: what the state written under
+-- `written` (algorithm `id`'s parameters) has left now, at most `limit`, is what is left of the
+-- window that holds now under the new parameters; the rest of the limit counts as used in it.
+-- `make` builds the counter for the old parameters, which says what is left; `decide` is the
+-- new counter's own.
+local function window_converter(id, make, limit, decide)
+    return function(key, state, written)
+        local from_period, from_limit = parse_params(id, written)
+        if not from_period or from_period < 1 or from_limit > 4503599627370496 / from_period then
+            return nil
+        end
+        local before = make(from_period, from_limit)
+        local owner = owners[key]
+        pending[key] = state
+        local allowed, left = before(key, 0)
+        if allowed == nil then
+            pending[key], owners[key] = nil, owner
+            return nil
+        end
+        pending[key] = false
+        local _, _, _, _, value, ttl = decide()(key, limit - math.min(left, limit))
+        pending[key], owners[key] = nil, owner
+        if not value then
+            -- Nothing to charge: the fresh state.
+            return false, 0
+        end
+        return value, ttl
+    end
+end

@@ -17,31 +17,7 @@ local function sliding_window(period, capacity)
 
     local params = string.format('2:%.0f:%.0f:0', period, capacity)
     local decide
-    -- `carry_over`: what the state written under `written` has left now, at most this limit,
-    -- is what is left of this window; the rest of the limit counts as used in it. The state's
-    -- own algorithm (these parameters' old values) says what is left.
-    local function convert(key, state, written)
-        local from_period, from_limit = parse_params(2, written)
-        if not from_period or from_period < 1 or from_limit > 4503599627370496 / from_period then
-            return nil
-        end
-        local before = sliding_window(from_period, from_limit)
-        local owner = owners[key]
-        pending[key] = state
-        local allowed, left = before(key, 0)
-        if allowed == nil then
-            pending[key], owners[key] = nil, owner
-            return nil
-        end
-        pending[key] = false
-        local _, _, _, _, value, ttl = decide(key, limit - math.min(left, limit))
-        pending[key], owners[key] = nil, owner
-        if not value then
-            -- Nothing to charge: the fresh state.
-            return false, 0
-        end
-        return value, ttl
-    end
+    local convert = window_converter(2, sliding_window, limit, function() return decide end)
     local function claim(key)
         own(key, params, convert)
     end
