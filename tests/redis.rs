@@ -301,18 +301,26 @@ async fn a_burst_then_a_wait() {
     ));
 }
 
-/// A key expires when its state is fresh again: its TTL is its reset time, in whole
-/// milliseconds rounded up, and once it has run out the key is gone and decides as new.
+/// A key expires when its state is fresh again: at the moment of the decision plus its reset
+/// time, rounded up to Redis's millisecond, and once that has passed the key is gone and decides
+/// as new.
 #[tokio::test]
 async fn a_key_expires_when_it_is_fresh_again() {
     let server = Server::start();
     // One request per 50 ms.
     let quota = Quota::new(1, Duration::from_millis(50)).unwrap();
     let limiter = server.limiter(quota).await;
+    let before = server.time_us();
     let decision = limiter.decide_key("k", 1).await.unwrap();
+    let after = server.time_us();
     assert_eq!(decision.reset_after(), Duration::from_millis(50));
-    let ttl = server.pttl(&limiter.key("k"));
-    assert!((1..=50).contains(&ttl), "ttl {ttl} ms");
+    // The script decided at some microsecond between `before` and `after`.
+    let expires = |now_us: i64| (now_us + 50_000 + 999) / 1000;
+    let at = server.pexpiretime(&limiter.key("k"));
+    assert!(
+        (expires(before)..=expires(after)).contains(&at),
+        "expires at {at} ms, decided between {before} and {after} us"
+    );
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert_eq!(server.pttl(&limiter.key("k")), -2, "gone");
     assert!(limiter.check_key("k").await.is_ok());
@@ -424,17 +432,22 @@ async fn windows_on_the_server_clock() {
             (true, 1, 3)
         );
         limiter.check_key("k").await.unwrap();
+        let before = server.time_us();
         let denied = limiter.decide_key("k", 1).await.unwrap();
+        let after = server.time_us();
         assert!(!denied.is_allowed());
         // The wait ends within this hour's window (fixed), or the next (sliding).
         assert!(denied.retry_after() > Duration::ZERO);
         assert!(denied.retry_after() <= Duration::from_secs(2 * 3600));
-        // The key lives as long as its counts weigh: its TTL is the reset time, in milliseconds.
-        let ttl = server.pttl(&limiter.key("k"));
-        let reset = denied.reset_after().as_millis() as i64;
+        // The key lives as long as its counts weigh: it expires at a window's end (this hour's
+        // for the fixed window, the next one's for the sliding), which is where the reset time
+        // reported at the denial's moment ends.
+        let at = server.pexpiretime(&limiter.key("k"));
+        assert_eq!(at % 3_600_000, 0, "expires at {at} ms");
+        let decided = at - denied.reset_after().as_millis() as i64;
         assert!(
-            (reset - 50..=reset).contains(&ttl),
-            "ttl {ttl} ms, reset {reset} ms"
+            (before / 1000..=after / 1000).contains(&decided),
+            "expires at {at} ms, denied at {decided} ms, between {before} and {after} us"
         );
         assert!(matches!(
             limiter.decide_key("k", 4).await,

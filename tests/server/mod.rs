@@ -165,6 +165,35 @@ impl Server {
         }
     }
 
+    /// When the key expires, in milliseconds since the Unix epoch (-2 when it does not exist, -1
+    /// without expiry).
+    pub fn pexpiretime(&self, key: &[u8]) -> i64 {
+        let key = std::str::from_utf8(key).expect("a UTF-8 key");
+        match self.command(&["PEXPIRETIME", key]) {
+            redis::Value::Int(at) => at,
+            other => panic!("PEXPIRETIME {key}: {other:?}"),
+        }
+    }
+
+    /// The server's clock, in microseconds since the Unix epoch.
+    pub fn time_us(&self) -> i64 {
+        match self.command(&["TIME"]) {
+            redis::Value::Array(parts) => match parts.as_slice() {
+                [redis::Value::BulkString(s), redis::Value::BulkString(us)] => {
+                    let parse = |b: &[u8]| -> i64 {
+                        std::str::from_utf8(b)
+                            .unwrap()
+                            .parse()
+                            .expect("TIME's digits")
+                    };
+                    parse(s) * 1_000_000 + parse(us)
+                }
+                other => panic!("TIME: {other:?}"),
+            },
+            other => panic!("TIME: {other:?}"),
+        }
+    }
+
     /// The key's time to live in milliseconds (-2 when it does not exist, -1 without expiry).
     pub fn pttl(&self, key: &[u8]) -> i64 {
         let key = std::str::from_utf8(key).expect("a UTF-8 key");

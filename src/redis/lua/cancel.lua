@@ -31,7 +31,7 @@ for i, key in ipairs(KEYS) do
         if before == 0 then
             redis.call('DEL', key)
         else
-            set(key, string.format('%.0f', before), div(before - now_us + 999, 1000))
+            set(key, string.format('%.0f', before), before)
         end
         reply[i] = 1
     end

@@ -51,7 +51,8 @@ local function fixed_window(period, capacity)
             if cost == 0 then
                 return 1, limit - after, 0, reset
             end
-            return 1, limit - after, 0, reset, string.format('%.0f:%.0f', index, after), reset
+            return 1, limit - after, 0, reset, string.format('%.0f:%.0f', index, after),
+                (now + reset) * 1000
         end
         local reset = 0
         if count > 0 then

@@ -34,14 +34,14 @@ local function gcra(interval, tolerance, capacity)
             ahead = tolerance + backlog
         end
         local carried = now + ahead
-        return string.format('%.0f', carried), div(carried - now + 999, 1000)
+        return string.format('%.0f', carried), carried
     end
     local function claim(key)
         own(key, params, convert)
     end
 
-    -- allowed, remaining, retry_after, reset_after, the value to store (nil for none) and its time
-    -- to live in milliseconds; or nil and an error reply.
+    -- allowed, remaining, retry_after, reset_after, the value to store (nil for none) and when it
+    -- expires, in microseconds (as `set` takes it); or nil and an error reply.
     local function decide(key, cost)
         claim(key)
         local tat = integer(get(key) or '0', 9007199254740991)
@@ -68,9 +68,8 @@ local function gcra(interval, tolerance, capacity)
             return 0, available, tat - latest, reset_after
         end
         local new_tat = base + increment
-        -- The key is fresh again at the new TAT: its time to live, in whole milliseconds rounded up.
-        return 1, available - cost, 0, new_tat - now, string.format('%.0f', new_tat),
-            div(new_tat - now + 999, 1000)
+        -- The key is fresh again at the new TAT: when it expires.
+        return 1, available - cost, 0, new_tat - now, string.format('%.0f', new_tat), new_tat
     end
     return decide, capacity, 1, claim
 end

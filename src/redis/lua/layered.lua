@@ -72,7 +72,7 @@ end
 
 local writes = {}
 for i, layer in ipairs(layers) do
-    local allowed, remaining, retry_after, reset_after, value, ttl = layer.decide(layer.key,
+    local allowed, remaining, retry_after, reset_after, value, expires = layer.decide(layer.key,
         layer.cost)
     if allowed == nil then
         return remaining
@@ -87,7 +87,7 @@ for i, layer in ipairs(layers) do
     report(i, allowed, remaining, retry_after, reset_after)
     if value then
         pending[layer.key] = value
-        writes[#writes + 1] = {layer.key, value, ttl}
+        writes[#writes + 1] = {layer.key, value, expires}
     end
 end
 for _, write in ipairs(writes) do

@@ -56,7 +56,7 @@ if granted > 0 then
 end
 if granted > 0 or returned > 0 then
     -- Expire when the state is fresh again (at once, for one that already is).
-    set(key, string.format('%.0f', tat), div(tat - now + 999, 1000))
+    set(key, string.format('%.0f', tat), tat)
 end
 flush()
 

@@ -100,8 +100,8 @@ local converted = {}
 local written = {}
 
 -- The parameters of an algorithm and the converter of its states: `convert(key, state,
--- params)` returns the state under the owner's parameters (false for the fresh state) and its
--- time to live in milliseconds, or nil if `params` are not the owner's algorithm's.
+-- params)` returns the state under the owner's parameters (false for the fresh state) and when
+-- it expires (as `set` takes it), or nil if `params` are not the owner's algorithm's.
 local function own(key, params, convert)
     owners[key] = {params = params, convert = convert}
 end
@@ -132,23 +132,27 @@ local function get(key)
     if not owner or params == owner.params then
         return state
     end
-    local carried, ttl = owner.convert(key, state, params)
+    local carried, expires = owner.convert(key, state, params)
     if carried == nil then
         return value
     end
-    converted[key] = {state = carried, ttl = ttl}
+    converted[key] = {state = carried, expires = expires}
     return carried
 end
 
--- Writes a key's state under its owner's parameters, with a time to live in milliseconds (none
--- at an injected time).
-local function set(key, state, ttl)
+-- Writes a key's state under its owner's parameters, to expire at `expires`, microseconds since
+-- the epoch on the scripts' clock: the moment the state is fresh again, rounded up to Redis's
+-- millisecond. The expiry is absolute, not a time to live from when `SET` runs, so the key lives
+-- exactly as long as its state weighs however long the script has run; one already fresh lives a
+-- millisecond. An injected time sets no expiry.
+local function set(key, state, expires)
     written[key], converted[key] = true, nil
     local value = state .. '@' .. owners[key].params
     if injected then
         redis.call('SET', key, value)
     else
-        redis.call('SET', key, value, 'PX', math.max(ttl, 1))
+        local at = math.max(div(expires + 999, 1000), div(now_us, 1000) + 1)
+        redis.call('SET', key, value, 'PXAT', string.format('%.0f', at))
     end
 end
 
@@ -156,7 +160,7 @@ end
 local function flush()
     for key, held in pairs(converted) do
         if held.state and not written[key] then
-            set(key, held.state, held.ttl)
+            set(key, held.state, held.expires)
         elseif not written[key] then
             redis.call('DEL', key)
         end
@@ -197,12 +201,12 @@ local function window_converter(id, make, limit, decide)
             return nil
         end
         pending[key] = false
-        local _, _, _, _, value, ttl = decide()(key, limit - math.min(left, limit))
+        local _, _, _, _, value, expires = decide()(key, limit - math.min(left, limit))
         pending[key], owners[key] = nil, owner
         if not value then
             -- Nothing to charge: the fresh state.
             return false, 0
         end
-        return value, ttl
+        return value, expires
     end
 end

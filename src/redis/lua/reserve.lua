@@ -95,7 +95,7 @@ end
 for i, layer in ipairs(layers) do
     local after = reply[2 + 3 * i]
     if reply[1 + 3 * i] ~= after then
-        set(layer.key, pending[layer.key], div(after - now + 999, 1000))
+        set(layer.key, pending[layer.key], after)
     end
 end
 flush()

@@ -10,7 +10,7 @@ for i, key in ipairs(KEYS) do
         return redis.error_reply('tollgate: a cost of ' .. tostring(ARGV[5 + i]) ..
             ' for ' .. key .. ' exceeds the capacity of ' .. string.format('%.0f', capacity))
     end
-    local allowed, remaining, retry_after, reset_after, value, ttl = decide(key, cost)
+    local allowed, remaining, retry_after, reset_after, value, expires = decide(key, cost)
     if allowed == nil then
         -- `decide` refused the stored value: its error reply.
         return remaining
@@ -20,7 +20,7 @@ for i, key in ipairs(KEYS) do
         _, remaining, _, reset_after = decide(key, 0)
     elseif value then
         -- Expire when the state is fresh again.
-        set(key, value, ttl)
+        set(key, value, expires)
     end
     local n = #reply
     reply[n + 1], reply[n + 2], reply[n + 3] = allowed, remaining, retry_after

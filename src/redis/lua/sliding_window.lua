@@ -73,7 +73,7 @@ local function sliding_window(period, capacity)
             local after = cur + cost
             local reset = reset_after(after)
             return 1, remaining(after), 0, reset,
-                string.format('%.0f:%.0f:%.0f', index, prev, after), reset
+                string.format('%.0f:%.0f:%.0f', index, prev, after), (now + reset) * 1000
         end
 
         -- The first moment the request fits: later in this window, where
