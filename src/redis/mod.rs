@@ -18,10 +18,10 @@
 //!   keeps every value the script computes exact. A property test replays random requests,
 //!   costs and times through both, against a real `redis-server`, and requires the same decision
 //!   and the same stored state after every step.
-//! - **Redis holds live keys only.** A key is written with an expiry at the moment its state is
-//!   fresh again, so an idle key costs nothing, and a live one about 70 bytes for GCRA, 90 for
-//!   the windows, with a 20-byte name (`MEMORY USAGE`; `cargo bench --features redis --bench
-//!   redis` measures it).
+//! - **Redis holds live keys only.** A key is written to expire at the moment its state is fresh
+//!   again (`SET` with `PXAT`: Redis 6.2 or later), so an idle key costs nothing, and a live one
+//!   about 70 bytes for GCRA, 90 for the windows, with a 20-byte name (`MEMORY USAGE`; `cargo
+//!   bench --features redis --bench redis` measures it).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
