@@ -4,105 +4,17 @@
 //! against the draft's grammar and the limiters' own state; forwarded addresses believed only
 //! from trusted proxies; missing, oversized and non-UTF-8 keys answered as configured.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use axum::routing::get;
-use axum::Router;
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
-use http_body_util::Empty;
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use sfv::{BareItem, ListEntry, Parser};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tollgate::middleware::{
     from_fn, Cidr, ClientIp, Direct, Header, Keyed, MissingKey, PeerIp, RateLimitLayer,
 };
 use tollgate::{KeyedRateLimiter, Quota, RateLimiter};
 
-/// An app behind `layer`, served on 127.0.0.1 with the peer's address recorded; its address.
-async fn serve(layer: impl tower_layer_for_router::Apply) -> SocketAddr {
-    let app = layer.apply(Router::new().route("/", get(|| async { "ok" })));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
-}
-
-/// Applies a layer to a router: the test's apps are all `Router::layer` of a
-/// `RateLimitLayer`, whose limit tuples differ in type.
-mod tower_layer_for_router {
-    use axum::Router;
-    use tollgate::middleware::{Limits, RateLimitLayer};
-
-    pub trait Apply {
-        fn apply(self, router: Router) -> Router;
-    }
-
-    impl<L: Limits> Apply for RateLimitLayer<L> {
-        fn apply(self, router: Router) -> Router {
-            router.layer(self)
-        }
-    }
-}
-
-/// A GET of `/` with these headers: the status and the response's headers.
-async fn request(addr: SocketAddr, headers: &[(&str, &[u8])]) -> (StatusCode, HeaderMap) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut builder = Request::get(format!("http://{addr}/"));
-    for (name, value) in headers {
-        builder = builder.header(*name, HeaderValue::from_bytes(value).unwrap());
-    }
-    let response: Response<_> = client
-        .request(builder.body(Empty::new()).unwrap())
-        .await
-        .unwrap();
-    (response.status(), response.headers().clone())
-}
-
-/// A field's list, each member an Item whose bare item is a String, with Integer parameters:
-/// the grammar of both `RateLimit` fields.
-fn list(headers: &HeaderMap, name: &str) -> Vec<(String, Vec<(String, i64)>)> {
-    let value = headers
-        .get(name)
-        .unwrap_or_else(|| panic!("no {name} in {headers:?}"));
-    let list = Parser::parse_list(value.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert!(!list.is_empty(), "{name} is empty");
-    list.into_iter()
-        .map(|entry| {
-            let ListEntry::Item(item) = entry else {
-                panic!("{name}: an inner list");
-            };
-            let BareItem::String(policy) = item.bare_item else {
-                panic!("{name}: {:?} is not a String", item.bare_item);
-            };
-            let params = item
-                .params
-                .into_iter()
-                .map(|(key, value)| match value {
-                    BareItem::Integer(n) if n >= 0 => (key, n),
-                    other => panic!("{name}: {key}={other:?} is not a non-negative Integer"),
-                })
-                .collect();
-            (policy, params)
-        })
-        .collect()
-}
-
-fn param(item: &(String, Vec<(String, i64)>), key: &str) -> i64 {
-    item.1
-        .iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no {key} in {item:?}"))
-        .1
-}
+mod http_server;
+use http_server::{get, list, param, request, serve};
 
 fn per_ip(quota: Quota) -> Arc<KeyedRateLimiter<IpAddr>> {
     Arc::new(KeyedRateLimiter::gcra(quota, 1_000).unwrap())
@@ -378,24 +290,11 @@ async fn a_key_from_a_closure_over_the_request() {
     let layer = RateLimitLayer::new((Keyed::new("tenant", Arc::clone(&per_tenant), tenant)
         .unwrap()
         .on_missing_key(MissingKey::Reject(StatusCode::BAD_REQUEST)),));
-    let app = tower_layer_for_router::Apply::apply(
-        layer,
-        Router::new().route("/", get(|| async { "ok" })),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let status = |query: &'static str| {
-        let client = client.clone();
-        async move {
-            let uri = format!("http://{addr}/{query}");
-            client.get(uri.parse().unwrap()).await.unwrap().status()
-        }
-    };
-    assert_eq!(status("?tenant=acme").await, StatusCode::OK);
-    assert_eq!(status("?tenant=acme").await, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(status("?tenant=globex").await, StatusCode::OK);
-    assert_eq!(status("").await, StatusCode::BAD_REQUEST);
+    let addr = serve(layer).await;
+    let status = |query: &'static str| async move { get(addr, query, &[]).await.0 };
+    assert_eq!(status("/?tenant=acme").await, StatusCode::OK);
+    assert_eq!(status("/?tenant=acme").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(status("/?tenant=globex").await, StatusCode::OK);
+    assert_eq!(status("/").await, StatusCode::BAD_REQUEST);
     assert_eq!(per_tenant.peek_key("acme").remaining(), 0);
 }

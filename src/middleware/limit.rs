@@ -50,7 +50,8 @@ pub trait Limit: sealed::Limit {}
 impl<T: sealed::Limit> Limit for T {}
 
 /// The limits of a [`RateLimitLayer`](super::RateLimitLayer): a tuple of one to eight
-/// [`Limit`]s, checked all or nothing. The trait is sealed.
+/// [`Limit`]s, checked all or nothing in this process, or (with the `redis` feature) a
+/// `RedisLimits`, checked all or nothing in Redis. The trait is sealed.
 pub trait Limits: sealed::Limits {}
 
 impl<T: sealed::Limits> Limits for T {}
@@ -232,14 +233,35 @@ pub enum Verdict {
     Decided(usize, Decision),
     /// The cost exceeds this limit's capacity: never admitted.
     TooLarge(usize),
+    /// The limits could not decide: Redis refused the script (a key holding something else, a
+    /// request's keys in different slots of a cluster).
+    Failed,
 }
 
 pub(crate) mod sealed {
     use super::{Skippable, Verdict};
     use crate::layers::sealed::Step;
+    use core::future::Future;
+    use core::pin::Pin;
     use core::time::Duration;
     use http::request::Parts;
     use std::net::IpAddr;
+    use std::sync::Arc;
+
+    /// A request's verdict: at once, or once a round trip is back.
+    pub enum Outcome {
+        Now(Verdict),
+        Later(Pin<Box<dyn Future<Output = Verdict> + Send>>),
+    }
+
+    impl core::fmt::Debug for Outcome {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            match self {
+                Outcome::Now(verdict) => f.debug_tuple("Now").field(verdict).finish(),
+                Outcome::Later(_) => f.write_str("Later"),
+            }
+        }
+    }
 
     /// A limit's steps: its name and policy, and its layer for a request.
     pub trait Limit: Send + Sync + 'static {
@@ -260,12 +282,10 @@ pub(crate) mod sealed {
         ) -> Result<Skippable<Self::Layer<'a>>, Verdict>;
     }
 
-    /// The limits of a layer: a tuple of [`Limit`]s.
+    /// The limits of a layer: a tuple of [`Limit`]s, or Redis limits.
     pub trait Limits: Send + Sync + 'static {
-        /// How many.
-        const LEN: usize;
         /// The request's verdict, all limits together.
-        fn decide(&self, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Verdict;
+        fn decide(this: &Arc<Self>, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Outcome;
         /// Each limit's name, capacity and window, in order.
         fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration));
     }
@@ -341,16 +361,19 @@ fn verdict(decided: Result<crate::layers::LayeredDecision, LayerError>) -> Verdi
 }
 
 macro_rules! limits {
-    ($n:literal; $($limit:ident $i:tt),+) => {
+    ($($limit:ident $i:tt),+) => {
         impl<$($limit: sealed::Limit),+> sealed::Limits for ($($limit,)+) {
-            const LEN: usize = $n;
-
-            fn decide(&self, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Verdict {
-                let layers = ($(match self.$i.layer(parts, peer) {
+            fn decide(
+                this: &Arc<Self>,
+                parts: &Parts,
+                peer: Option<IpAddr>,
+                cost: u64,
+            ) -> sealed::Outcome {
+                let layers = ($(match this.$i.layer(parts, peer) {
                     Ok(layer) => layer,
-                    Err(verdict) => return verdict,
+                    Err(verdict) => return sealed::Outcome::Now(verdict),
                 },)+);
-                verdict(layers.decide_all(cost))
+                sealed::Outcome::Now(verdict(layers.decide_all(cost)))
             }
 
             fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {
@@ -363,11 +386,11 @@ macro_rules! limits {
     };
 }
 
-limits!(1; A 0);
-limits!(2; A 0, B 1);
-limits!(3; A 0, B 1, C 2);
-limits!(4; A 0, B 1, C 2, D 3);
-limits!(5; A 0, B 1, C 2, D 3, E 4);
-limits!(6; A 0, B 1, C 2, D 3, E 4, F 5);
-limits!(7; A 0, B 1, C 2, D 3, E 4, F 5, G 6);
-limits!(8; A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+limits!(A 0);
+limits!(A 0, B 1);
+limits!(A 0, B 1, C 2);
+limits!(A 0, B 1, C 2, D 3);
+limits!(A 0, B 1, C 2, D 3, E 4);
+limits!(A 0, B 1, C 2, D 3, E 4, F 5);
+limits!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+limits!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);

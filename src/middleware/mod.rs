@@ -16,6 +16,10 @@
 //! any limit ([`Layers::decide_all`](crate::layers::Layers::decide_all)). Its cost is 1, or what
 //! [`RateLimitLayer::cost`] computes from its head.
 //!
+//! With the `redis` feature, the limits can be kept in Redis instead, shared by every server:
+//! [`RedisLimits`] of [`RedisKeyed`] and [`RedisDirect`] limits, decided all or nothing in one
+//! round trip before the inner service is called.
+//!
 //! # The response
 //!
 //! A refused request is answered `429 Too Many Requests` (or what
@@ -63,9 +67,13 @@
 mod key;
 mod limit;
 mod policy;
+#[cfg(feature = "redis")]
+mod redis;
 mod service;
 
 pub use key::{from_fn, peer_ip, Cidr, CidrError, ClientIp, FromFn, Header, KeyExtractor, PeerIp};
 pub use limit::{Direct, Keyed, Limit, Limits, MissingKey};
 pub use policy::PolicyNameError;
+#[cfg(feature = "redis")]
+pub use redis::{RedisDirect, RedisKey, RedisKeyed, RedisLimit, RedisLimits};
 pub use service::{RateLimit, RateLimitLayer, Refusal, ResponseFuture};

@@ -14,8 +14,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::key::peer_ip;
-use super::limit::Limits;
-use super::limit::Verdict;
+use super::limit::sealed::Outcome;
+use super::limit::{Limits, Verdict};
 use super::policy;
 use crate::decision::Decision;
 
@@ -90,7 +90,8 @@ pub struct RateLimitLayer<L> {
 
 impl<L: Limits> RateLimitLayer<L> {
     /// A layer over `limits`: a tuple of one to eight [`Keyed`](super::Keyed) and
-    /// [`Direct`](super::Direct) limits, checked all or nothing, each request at a cost of 1.
+    /// [`Direct`](super::Direct) limits, or a `RedisLimits` (with the `redis` feature), checked
+    /// all or nothing, each request at a cost of 1.
     pub fn new(limits: L) -> RateLimitLayer<L> {
         RateLimitLayer {
             config: Config {
@@ -272,82 +273,142 @@ impl Fields {
 
 impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, L>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     L: Limits,
     ResBody: Default,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResBody>;
+    type Future = ResponseFuture<S, L, Request<ReqBody>, ResBody>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let config = &self.config;
         let (parts, body) = request.into_parts();
         let peer = peer_ip(&parts);
-        let cost = config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        let verdict = config.limits.decide(&parts, peer, cost);
-        let respond = |status: StatusCode| {
-            let mut response = Response::new(ResBody::default());
-            *response.status_mut() = status;
-            response
-        };
-        let (limit, decision) = match verdict {
-            Verdict::Unchecked => {
-                return ResponseFuture::inner(
-                    self.inner.call(Request::from_parts(parts, body)),
-                    None,
-                )
+        let cost = self.config.cost.as_ref().map_or(1, |cost| cost(&parts));
+        match L::decide(&self.config.limits, &parts, peer, cost) {
+            Outcome::Now(verdict) => {
+                let policy = &mut self.policy;
+                let limits = &self.config.limits;
+                let kind = answer(
+                    verdict,
+                    &self.config,
+                    || policy.get(&**limits),
+                    || self.inner.call(Request::from_parts(parts, body)),
+                );
+                ResponseFuture { kind }
             }
-            Verdict::Rejected(status) => return ResponseFuture::ready(respond(status)),
-            Verdict::TooLarge(_) => {
-                return ResponseFuture::ready(respond(StatusCode::PAYLOAD_TOO_LARGE))
+            Outcome::Later(deciding) => {
+                // The inner service that `poll_ready` made ready goes with the request; this one
+                // keeps a clone for the next.
+                let clone = self.inner.clone();
+                let inner = core::mem::replace(&mut self.inner, clone);
+                ResponseFuture {
+                    kind: Kind::Deciding {
+                        deciding,
+                        rest: Some(Rest {
+                            inner,
+                            request: Request::from_parts(parts, body),
+                            config: self.config.clone(),
+                            policy: self.policy.get(&*self.config.limits),
+                        }),
+                    },
+                }
             }
-            Verdict::Decided(limit, decision) => (limit, decision),
-        };
-        let mut fields = Fields {
-            policy: self.policy.get(&*config.limits),
-            // A limit that binds with nothing to count (every limit skipped) states no
-            // `RateLimit`.
-            rate_limit: (decision.limit() != u64::MAX)
-                .then(|| config.rate_limit(limit, &decision))
-                .flatten(),
-            retry_after: None,
-        };
-        if decision.is_allowed() {
-            return ResponseFuture::inner(
-                self.inner.call(Request::from_parts(parts, body)),
-                Some(fields),
-            );
         }
-        fields.retry_after = Some(policy::retry_after(&decision));
-        let mut response = match &config.denied {
-            Some(denied) => {
-                let (head, ()) = denied(&Refusal { limit, decision }).into_parts();
-                Response::from_parts(head, ResBody::default())
+    }
+}
+
+/// What an admitted request needs once its verdict is back.
+struct Rest<S, L, Req> {
+    inner: S,
+    request: Req,
+    config: Config<L>,
+    policy: HeaderValue,
+}
+
+/// The response to a verdict: the refusal, ready, or the inner service's future (made by `call`)
+/// and the fields to add to its response.
+fn answer<L: Limits, R, F, B: Default>(
+    verdict: Verdict,
+    config: &Config<L>,
+    policy: impl FnOnce() -> HeaderValue,
+    call: impl FnOnce() -> F,
+) -> Kind<R, F, B> {
+    let respond = |status: StatusCode| {
+        let mut response = Response::new(B::default());
+        *response.status_mut() = status;
+        Kind::Ready {
+            response: Some(response),
+        }
+    };
+    let (limit, decision) = match verdict {
+        Verdict::Unchecked => {
+            return Kind::Inner {
+                future: call(),
+                fields: None,
             }
-            None => respond(StatusCode::TOO_MANY_REQUESTS),
+        }
+        Verdict::Rejected(status) => return respond(status),
+        Verdict::TooLarge(_) => return respond(StatusCode::PAYLOAD_TOO_LARGE),
+        Verdict::Failed => return respond(StatusCode::INTERNAL_SERVER_ERROR),
+        Verdict::Decided(limit, decision) => (limit, decision),
+    };
+    let mut fields = Fields {
+        policy: policy(),
+        // A limit that binds with nothing to count (every limit skipped) states no
+        // `RateLimit`.
+        rate_limit: (decision.limit() != u64::MAX)
+            .then(|| config.rate_limit(limit, &decision))
+            .flatten(),
+        retry_after: None,
+    };
+    if decision.is_allowed() {
+        return Kind::Inner {
+            future: call(),
+            fields: Some(fields),
         };
-        fields.add_to(response.headers_mut());
-        ResponseFuture::ready(response)
+    }
+    fields.retry_after = Some(policy::retry_after(&decision));
+    let mut response = match &config.denied {
+        Some(denied) => {
+            let (head, ()) = denied(&Refusal { limit, decision }).into_parts();
+            Response::from_parts(head, B::default())
+        }
+        None => {
+            let mut response = Response::new(B::default());
+            *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            response
+        }
+    };
+    fields.add_to(response.headers_mut());
+    Kind::Ready {
+        response: Some(response),
     }
 }
 
 pin_project_lite::pin_project! {
     /// The response of a [`RateLimit`] service: the inner service's, with the `RateLimit`
-    /// fields added, or the refusal, ready at once.
-    pub struct ResponseFuture<F, B> {
+    /// fields added, or the refusal; for Redis limits, once the decision is back.
+    pub struct ResponseFuture<S, L, Req, B>
+    where
+        S: Service<Req>,
+    {
         #[pin]
-        kind: Kind<F, B>,
+        kind: Kind<Rest<S, L, Req>, S::Future, B>,
     }
 }
 
 pin_project_lite::pin_project! {
     #[project = KindProjection]
-    enum Kind<F, B> {
+    enum Kind<R, F, B> {
+        Deciding {
+            deciding: Pin<Box<dyn Future<Output = Verdict> + Send>>,
+            rest: Option<R>,
+        },
         Inner {
             #[pin]
             future: F,
@@ -359,51 +420,61 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F, B> ResponseFuture<F, B> {
-    fn inner(future: F, fields: Option<Fields>) -> Self {
-        ResponseFuture {
-            kind: Kind::Inner { future, fields },
-        }
-    }
-
-    fn ready(response: Response<B>) -> Self {
-        ResponseFuture {
-            kind: Kind::Ready {
-                response: Some(response),
-            },
-        }
-    }
-}
-
-impl<F, B> fmt::Debug for ResponseFuture<F, B> {
+impl<S, L, Req, B> fmt::Debug for ResponseFuture<S, L, Req, B>
+where
+    S: Service<Req>,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F, B>
+impl<S, L, Req, B> Future for ResponseFuture<S, L, Req, B>
 where
-    F: Future<Output = Result<Response<B>, E>>,
+    S: Service<Req, Response = Response<B>>,
+    L: Limits,
+    B: Default,
 {
-    type Output = Result<Response<B>, E>;
+    type Output = Result<Response<B>, S::Error>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProjection::Inner { future, fields } => {
-                let mut response = match future.poll(cx) {
-                    Poll::Ready(Ok(response)) => response,
-                    other => return other,
-                };
-                // The inner service's own fields, if it set them, are kept.
-                if let Some(fields) = fields.take() {
-                    fields.add_to(response.headers_mut());
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let mut kind = self.as_mut().project().kind;
+            match kind.as_mut().project() {
+                KindProjection::Deciding { deciding, rest } => {
+                    let verdict = match deciding.as_mut().poll(cx) {
+                        Poll::Ready(verdict) => verdict,
+                        Poll::Pending => return Poll::Pending,
+                    };
+                    let Some(Rest {
+                        mut inner,
+                        request,
+                        config,
+                        policy,
+                    }) = rest.take()
+                    else {
+                        return Poll::Pending;
+                    };
+                    kind.set(answer(verdict, &config, || policy, || inner.call(request)));
                 }
-                Poll::Ready(Ok(response))
+                KindProjection::Inner { future, fields } => {
+                    let mut response = match future.poll(cx) {
+                        Poll::Ready(Ok(response)) => response,
+                        other => return other,
+                    };
+                    // The inner service's own fields, if it set them, are kept.
+                    if let Some(fields) = fields.take() {
+                        fields.add_to(response.headers_mut());
+                    }
+                    return Poll::Ready(Ok(response));
+                }
+                KindProjection::Ready { response } => {
+                    return match response.take() {
+                        Some(response) => Poll::Ready(Ok(response)),
+                        None => Poll::Pending,
+                    }
+                }
             }
-            KindProjection::Ready { response } => match response.take() {
-                Some(response) => Poll::Ready(Ok(response)),
-                None => Poll::Pending,
-            },
         }
     }
 }

@@ -49,6 +49,26 @@ impl RedisAlgorithm {
         }
     }
 
+    /// The time over which the capacity comes back in full: GCRA's tolerance (the burst times
+    /// the emission interval), or the window.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::redis::{RedisAlgorithm, RedisFixedWindow};
+    /// use tollgate::Quota;
+    ///
+    /// let window = RedisFixedWindow::new(&Quota::per_minute(100).unwrap()).unwrap();
+    /// assert_eq!(RedisAlgorithm::from(window).window(), Duration::from_secs(60));
+    /// ```
+    #[must_use]
+    pub const fn window(&self) -> core::time::Duration {
+        match self {
+            RedisAlgorithm::Gcra(gcra) => gcra.tolerance(),
+            RedisAlgorithm::SlidingWindow(window) => window.window(),
+            RedisAlgorithm::FixedWindow(window) => window.window(),
+        }
+    }
+
     /// The algorithm's number in the all-or-nothing script, with its parameters.
     /// The algorithm as four words: its number (as [`layer_args`](Self::layer_args)) and its
     /// arguments.
