@@ -2,16 +2,18 @@
 //! peer's address recorded, and a hyper client. Exact counts of admitted and refused requests;
 //! the `RateLimit` fields parsed with a Structured Field Values parser (`sfv`) and checked
 //! against the draft's grammar and the limiters' own state; forwarded addresses believed only
-//! from trusted proxies; missing, oversized and non-UTF-8 keys answered as configured.
+//! from trusted proxies; missing, oversized and non-UTF-8 keys answered as configured; bursts
+//! shaped into turns.
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 use tollgate::middleware::{
     from_fn, Cidr, ClientIp, Direct, Header, Keyed, MissingKey, PeerIp, RateLimitLayer,
 };
-use tollgate::{KeyedRateLimiter, Quota, RateLimiter};
+use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota, RateLimiter};
 
 mod http_server;
 use http_server::{get, list, param, request, serve};
@@ -297,4 +299,83 @@ async fn a_key_from_a_closure_over_the_request() {
     assert_eq!(status("/?tenant=globex").await, StatusCode::OK);
     assert_eq!(status("/").await, StatusCode::BAD_REQUEST);
     assert_eq!(per_tenant.peek_key("acme").remaining(), 0);
+}
+
+/// 10 a second (a turn every 100 ms, a burst of 1) at a frozen time, waiting up to 250 ms: of 4
+/// requests at once, one goes on at once, two wait for the next two turns, and the fourth,
+/// whose turn is 300 ms away, is refused at once. The waiting ones go on no earlier than their
+/// turns, with the fields of the state as they go on.
+#[tokio::test]
+async fn shaping_delays_a_burst_to_its_turns() {
+    let clock = Arc::new(ManualClock::new());
+    let upstream = Arc::new(RateLimiter::with_clock(
+        Gcra::from(Quota::per_second(10).unwrap().with_burst(1).unwrap()),
+        Arc::clone(&clock),
+    ));
+    let layer = RateLimitLayer::new((Direct::new("upstream", Arc::clone(&upstream)).unwrap(),))
+        .max_wait(Duration::from_millis(250));
+    let addr = serve(layer).await;
+    let start = Instant::now();
+    let requests: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(async move { (request(addr, &[]).await, start.elapsed()) }))
+        .collect();
+    let mut admitted = Vec::new();
+    let mut refused = Vec::new();
+    for handle in requests {
+        let ((status, headers), elapsed) = handle.await.unwrap();
+        match status {
+            StatusCode::OK => admitted.push(elapsed),
+            StatusCode::TOO_MANY_REQUESTS => {
+                // 300 ms away: 1 s, rounded up.
+                assert_eq!(headers["retry-after"], "1");
+                refused.push(elapsed);
+            }
+            other => panic!("{other}"),
+        }
+        // After all three turns are taken, nothing remains and the schedule runs 300 ms ahead.
+        let rate_limit = &list(&headers, "ratelimit")[0];
+        assert_eq!(param(rate_limit, "r"), 0);
+        assert_eq!(param(rate_limit, "t"), 1);
+    }
+    assert_eq!((admitted.len(), refused.len()), (3, 1));
+    admitted.sort();
+    // The last admitted waited for its turn, 200 ms after the first.
+    assert!(admitted[2] >= Duration::from_millis(200), "{admitted:?}");
+    assert_eq!(
+        upstream.reserve(1, Duration::from_secs(1)).unwrap().delay(),
+        Duration::from_millis(300)
+    );
+}
+
+/// A request dropped while it waits for its turn (its client went away) gives its place back.
+#[tokio::test]
+async fn a_request_dropped_while_it_waits_gives_its_turn_back() {
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    let clock = Arc::new(ManualClock::new());
+    let upstream = Arc::new(RateLimiter::with_clock(
+        Gcra::from(Quota::per_second(10).unwrap().with_burst(1).unwrap()),
+        Arc::clone(&clock),
+    ));
+    let layer = RateLimitLayer::new((Direct::new("upstream", Arc::clone(&upstream)).unwrap(),))
+        .max_wait(Duration::from_secs(1));
+    let inner = axum::Router::new().route("/", axum::routing::get(|| async { "ok" }));
+    let mut service = layer.layer(inner);
+    upstream.check().unwrap();
+    std::future::poll_fn(|cx| {
+        Service::<http::Request<axum::body::Body>>::poll_ready(&mut service, cx)
+    })
+    .await
+    .unwrap();
+    let waiting = service.call(http::Request::new(axum::body::Body::empty()));
+    // Its turn is 100 ms away; it is dropped before.
+    assert!(tokio::time::timeout(Duration::from_millis(20), waiting)
+        .await
+        .is_err());
+    // Its place is free again: the next request's turn is the one it had.
+    assert_eq!(
+        upstream.reserve(1, Duration::from_secs(1)).unwrap().delay(),
+        Duration::from_millis(100)
+    );
 }

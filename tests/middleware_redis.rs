@@ -2,9 +2,10 @@
 //! real `redis-server` that the test starts, driven by a hyper client. Two apps share one limit
 //! through Redis; a request is checked all or nothing in every limit; a missing key and a cost
 //! that can never fit take no round trip; a Redis that is down is answered by the limiters'
-//! fallbacks, and a key holding something else by a `500`.
+//! fallbacks, and a key holding something else by a `500`; a refusal shaped into a turn.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use http::{HeaderName, StatusCode};
 use tollgate::middleware::{
@@ -212,4 +213,38 @@ async fn a_key_holding_something_else_is_a_server_error() {
         request(addr, &[("x-api-key", b"b")]).await.0,
         StatusCode::OK
     );
+}
+
+/// One a second (a burst of 1), waiting up to 1.5 s: after one request, of two at once one waits
+/// for the next turn, a second away, and the other, whose turn is two seconds away, is refused.
+#[tokio::test]
+async fn shaping_waits_for_a_turn_in_redis() {
+    let redis = Server::start();
+    let quota = Quota::per_second(1).unwrap().with_burst(1).unwrap();
+    let upstream = RedisRateLimiter::gcra(redis.connection().await, "rl:upstream", quota);
+    let limits =
+        RedisLimits::new().with(RedisDirect::new("upstream", Arc::new(upstream.unwrap())).unwrap());
+    let layer = RateLimitLayer::new(limits).max_wait(Duration::from_millis(1500));
+    let addr = serve(layer).await;
+    assert_eq!(request(addr, &[]).await.0, StatusCode::OK);
+    let start = Instant::now();
+    let two: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(async move { (request(addr, &[]).await, start.elapsed()) }))
+        .collect();
+    let mut statuses = Vec::new();
+    for handle in two {
+        let ((status, headers), elapsed) = handle.await.unwrap();
+        statuses.push(status);
+        if status == StatusCode::OK {
+            // It went on at its turn, with nothing left and the schedule a second ahead.
+            assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
+            let rate_limit = &list(&headers, "ratelimit")[0];
+            assert_eq!((param(rate_limit, "r"), param(rate_limit, "t")), (0, 1));
+        } else {
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+            assert_eq!(headers["retry-after"], "2");
+        }
+    }
+    statuses.sort();
+    assert_eq!(statuses, [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
 }

@@ -36,6 +36,18 @@ pub enum MissingKey {
     Skip,
 }
 
+impl MissingKey {
+    /// What a request without a key comes to: `Ok` to check the other limits without this
+    /// one, or the verdict that settles the request.
+    pub(super) fn settle(self) -> Result<(), Verdict> {
+        match self {
+            MissingKey::Skip => Ok(()),
+            MissingKey::Allow => Err(Verdict::Unchecked),
+            MissingKey::Reject(status) => Err(Verdict::Rejected(status)),
+        }
+    }
+}
+
 impl Default for MissingKey {
     fn default() -> MissingKey {
         MissingKey::Reject(StatusCode::INTERNAL_SERVER_ERROR)
@@ -70,9 +82,9 @@ impl<T: sealed::Limits> Limits for T {}
 /// ```
 pub struct Keyed<K: ?Sized, E, A = Gcra, C = TscClock, S = DefaultKeyHasher> {
     name: PolicyName,
-    limiter: Arc<KeyedRateLimiter<K, A, C, S>>,
-    key: E,
-    missing: MissingKey,
+    pub(super) limiter: Arc<KeyedRateLimiter<K, A, C, S>>,
+    pub(super) key: E,
+    pub(super) missing: MissingKey,
 }
 
 impl<K: ?Sized, E, A, C, S> Keyed<K, E, A, C, S> {
@@ -136,7 +148,7 @@ impl<K: ?Sized, E, A, C, S> fmt::Debug for Keyed<K, E, A, C, S> {
 /// ```
 pub struct Direct<A = Gcra, C = TscClock> {
     name: PolicyName,
-    limiter: Arc<RateLimiter<A, C>>,
+    pub(super) limiter: Arc<RateLimiter<A, C>>,
 }
 
 impl<A, C> Direct<A, C> {
@@ -318,11 +330,7 @@ where
     ) -> Result<Skippable<Self::Layer<'a>>, Verdict> {
         match self.key.extract(parts, peer) {
             Some(key) => Ok(Skippable::Checked(self.limiter.layer::<K>(key.borrow()))),
-            None => match self.missing {
-                MissingKey::Skip => Ok(Skippable::Skipped),
-                MissingKey::Allow => Err(Verdict::Unchecked),
-                MissingKey::Reject(status) => Err(Verdict::Rejected(status)),
-            },
+            None => self.missing.settle().map(|()| Skippable::Skipped),
         }
     }
 }
@@ -353,7 +361,7 @@ where
 }
 
 /// The verdict of an all-or-nothing decision.
-fn verdict(decided: Result<crate::layers::LayeredDecision, LayerError>) -> Verdict {
+pub(super) fn verdict(decided: Result<crate::layers::LayeredDecision, LayerError>) -> Verdict {
     match decided {
         Ok(decided) => Verdict::Decided(decided.layer(), *decided.decision()),
         Err(error) => Verdict::TooLarge(error.layer()),

@@ -20,6 +20,10 @@
 //! [`RedisLimits`] of [`RedisKeyed`] and [`RedisDirect`] limits, decided all or nothing in one
 //! round trip before the inner service is called.
 //!
+//! With the `tokio` feature, a layer can shape instead of refusing
+//! ([`RateLimitLayer::max_wait`]): a request whose turn comes soon enough waits for it, holding
+//! its place in every limit's schedule, and goes on then.
+//!
 //! # The response
 //!
 //! A refused request is answered `429 Too Many Requests` (or what
@@ -70,6 +74,8 @@ mod policy;
 #[cfg(feature = "redis")]
 mod redis;
 mod service;
+#[cfg(feature = "tokio")]
+mod shape;
 
 pub use key::{from_fn, peer_ip, Cidr, CidrError, ClientIp, FromFn, Header, KeyExtractor, PeerIp};
 pub use limit::{Direct, Keyed, Limit, Limits, MissingKey};
@@ -77,3 +83,5 @@ pub use policy::PolicyNameError;
 #[cfg(feature = "redis")]
 pub use redis::{RedisDirect, RedisKey, RedisKeyed, RedisLimit, RedisLimits};
 pub use service::{RateLimit, RateLimitLayer, Refusal, ResponseFuture};
+#[cfg(feature = "tokio")]
+pub use shape::ShapeLimits;

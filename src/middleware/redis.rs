@@ -13,7 +13,11 @@ use super::key::KeyExtractor;
 use super::limit::sealed::{self, Outcome};
 use super::limit::{MissingKey, Verdict};
 use super::policy::PolicyName;
-use crate::redis::{decide_all, Error, RedisKeyedRateLimiter, RedisLayer, RedisRateLimiter};
+use super::shape;
+use crate::layers::LayeredDecision;
+use crate::redis::{
+    decide_all, reserve_all, Error, RedisKeyedRateLimiter, RedisLayer, RedisRateLimiter,
+};
 
 /// A request's key as it goes into a Redis key, after the limiter's prefix: an address in its
 /// text form (`rl:ip:198.51.100.9`, readable in `redis-cli`), bytes and strings as they are,
@@ -223,11 +227,7 @@ where
                 key.append_to(&mut bytes);
                 Ok(Found::Key(bytes))
             }
-            None => match self.missing {
-                MissingKey::Skip => Ok(Found::Skipped),
-                MissingKey::Allow => Err(Verdict::Unchecked),
-                MissingKey::Reject(status) => Err(Verdict::Rejected(status)),
-            },
+            None => self.missing.settle().map(|()| Found::Skipped),
         }
     }
 
@@ -330,7 +330,47 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     fn decide(this: &Arc<Self>, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Outcome {
-        // The keys are found now, from the head; the round trip runs in the response future.
+        RedisLimits::outcome(this, parts, peer, cost, None)
+    }
+
+    fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {
+        for limit in &self.limits {
+            let (capacity, window) = limit.policy();
+            each(limit.name(), capacity, window);
+        }
+    }
+}
+
+impl<C> shape::sealed::Shape for RedisLimits<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn shape(
+        this: &Arc<Self>,
+        parts: &Parts,
+        peer: Option<IpAddr>,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Outcome {
+        RedisLimits::outcome(this, parts, peer, cost, Some(max_wait))
+    }
+}
+
+impl<C> RedisLimits<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// The request's verdict: its keys are found now, from the head, and the round trips run
+    /// in the response future. With `max_wait`, a refusal whose wait is at most that becomes a
+    /// reservation (a second round trip), and the verdict comes at its turn, with the fields of
+    /// the state then (a third).
+    fn outcome(
+        this: &Arc<Self>,
+        parts: &Parts,
+        peer: Option<IpAddr>,
+        cost: u64,
+        max_wait: Option<Duration>,
+    ) -> Outcome {
         let mut found = Vec::with_capacity(this.limits.len());
         for (i, limit) in this.limits.iter().enumerate() {
             match limit.find(parts, peer) {
@@ -353,18 +393,29 @@ where
                     _ => this.limits[*i].layer(&[]),
                 })
                 .collect();
-            match decide_all(&layers, cost).await {
+            let verdict = |decided: Result<LayeredDecision, Error>| match decided {
                 Ok(decided) => Verdict::Decided(found[decided.layer()].0, *decided.decision()),
                 Err(Error::InsufficientCapacity(_)) => Verdict::TooLarge(found[0].0),
                 Err(_) => Verdict::Failed,
+            };
+            let decided = verdict(decide_all(&layers, cost).await);
+            let Some(max_wait) = max_wait else {
+                return decided;
+            };
+            if shape::refused_for(&decided).map_or(true, |wait| wait > max_wait) {
+                return decided;
+            }
+            match reserve_all(&layers, cost, max_wait).await {
+                // At its turn, the fields: the state as the request goes on.
+                Ok(reservation) => {
+                    reservation.ready().await;
+                    verdict(decide_all(&layers, 0).await)
+                }
+                // A limit other than GCRA takes no reservation: the refusal stands.
+                Err(Error::Unsupported(_)) => decided,
+                // Its turn was taken: decided again, refused with the wait it has now.
+                Err(_) => verdict(decide_all(&layers, cost).await),
             }
         }))
-    }
-
-    fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {
-        for limit in &self.limits {
-            let (capacity, window) = limit.policy();
-            each(limit.name(), capacity, window);
-        }
     }
 }

@@ -5,6 +5,8 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use core::time::Duration;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::header::{HeaderName, RETRY_AFTER};
@@ -54,6 +56,13 @@ struct Config<L> {
     limits: Arc<L>,
     cost: Option<Arc<CostFn>>,
     denied: Option<Arc<DeniedFn>>,
+    shaping: Option<Shaping<L>>,
+}
+
+/// How long a request may wait for its turn, and the limits' decision that shapes.
+struct Shaping<L> {
+    max_wait: Duration,
+    shape: fn(&Arc<L>, &Parts, Option<IpAddr>, u64, Duration) -> Outcome,
 }
 
 impl<L> Clone for Config<L> {
@@ -62,6 +71,7 @@ impl<L> Clone for Config<L> {
             limits: Arc::clone(&self.limits),
             cost: self.cost.clone(),
             denied: self.denied.clone(),
+            shaping: self.shaping.as_ref().map(|shaping| Shaping { ..*shaping }),
         }
     }
 }
@@ -98,6 +108,7 @@ impl<L: Limits> RateLimitLayer<L> {
                 limits: Arc::new(limits),
                 cost: None,
                 denied: None,
+                shaping: None,
             },
         }
     }
@@ -145,6 +156,42 @@ impl<L: Limits> RateLimitLayer<L> {
         denied: impl Fn(&Refusal) -> Response<()> + Send + Sync + 'static,
     ) -> Self {
         self.config.denied = Some(Arc::new(denied));
+        self
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl<L: super::ShapeLimits> RateLimitLayer<L> {
+    /// Shaping: a request that the limits would refuse waits for its turn instead, if that
+    /// comes within `max_wait`, and then goes on to the inner service (on tokio's timer, with
+    /// the `tokio` feature). Waiting requests hold places in the limits' schedules (GCRA
+    /// reservations, all or nothing), so they go on in the order they came, each at its own
+    /// turn; a request whose client goes away before its turn gives its place back. A request
+    /// whose turn is further away is refused as without shaping. Its response's `RateLimit`
+    /// field is the state as it goes on.
+    ///
+    /// Tuples of GCRA limits shape; so do `RedisLimits` of GCRA limiters (a refusal there takes
+    /// a second round trip to reserve, and a third for the fields).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use tollgate::middleware::{Direct, RateLimitLayer};
+    /// use tollgate::{Quota, RateLimiter};
+    ///
+    /// // An upstream that takes 100 requests a second: bursts are smoothed, not refused,
+    /// // unless a request would wait more than half a second.
+    /// let upstream = Arc::new(RateLimiter::gcra(Quota::per_second(100).unwrap()));
+    /// let layer = RateLimitLayer::new((Direct::new("upstream", upstream).unwrap(),))
+    ///     .max_wait(Duration::from_millis(500));
+    /// # let _ = layer;
+    /// ```
+    #[must_use]
+    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+        self.config.shaping = Some(Shaping {
+            max_wait,
+            shape: <L as super::shape::sealed::Shape>::shape,
+        });
         self
     }
 }
@@ -289,7 +336,12 @@ where
         let (parts, body) = request.into_parts();
         let peer = peer_ip(&parts);
         let cost = self.config.cost.as_ref().map_or(1, |cost| cost(&parts));
-        match L::decide(&self.config.limits, &parts, peer, cost) {
+        let limits = &self.config.limits;
+        let outcome = match &self.config.shaping {
+            Some(shaping) => (shaping.shape)(limits, &parts, peer, cost, shaping.max_wait),
+            None => L::decide(limits, &parts, peer, cost),
+        };
+        match outcome {
             Outcome::Now(verdict) => {
                 let policy = &mut self.policy;
                 let limits = &self.config.limits;
