@@ -300,6 +300,8 @@ pub(crate) mod sealed {
         fn decide(this: &Arc<Self>, parts: &Parts, peer: Option<IpAddr>, cost: u64) -> Outcome;
         /// Each limit's name, capacity and window, in order.
         fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration));
+        /// The name of the limit at `index`.
+        fn name(&self, index: usize) -> &str;
     }
 }
 
@@ -382,6 +384,10 @@ macro_rules! limits {
                     Err(verdict) => return sealed::Outcome::Now(verdict),
                 },)+);
                 sealed::Outcome::Now(verdict(layers.decide_all(cost)))
+            }
+
+            fn name(&self, index: usize) -> &str {
+                [$(self.$i.name()),+][index]
             }
 
             fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {

@@ -333,6 +333,10 @@ where
         RedisLimits::outcome(this, parts, peer, cost, None)
     }
 
+    fn name(&self, index: usize) -> &str {
+        self.limits[index].name()
+    }
+
     fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {
         for limit in &self.limits {
             let (capacity, window) = limit.policy();

@@ -247,21 +247,6 @@ impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
     }
 }
 
-impl<L: Limits> Config<L> {
-    /// The `RateLimit` field for the binding limit.
-    fn rate_limit(&self, limit: usize, decision: &Decision) -> Option<HeaderValue> {
-        let mut value = None;
-        let mut index = 0;
-        self.limits.policies(&mut |name, _, _| {
-            if index == limit {
-                value = Some(policy::rate_limit(name, decision));
-            }
-            index += 1;
-        });
-        value
-    }
-}
-
 /// The `RateLimit-Policy` field as a service last wrote it, with the limits it stated: written
 /// again only when a limit's quota has changed ([`set_quota`](crate::RateLimiter::set_quota)).
 #[derive(Default)]
@@ -361,12 +346,13 @@ where
                 ResponseFuture {
                     kind: Kind::Deciding {
                         deciding,
-                        rest: Some(Rest {
+                        // Boxed: the future of a decision made at once stays small.
+                        rest: Some(Box::new(Rest {
                             inner,
                             request: Request::from_parts(parts, body),
                             config: self.config.clone(),
                             policy: self.policy.get(&*self.config.limits),
-                        }),
+                        })),
                     },
                 }
             }
@@ -414,8 +400,7 @@ fn answer<L: Limits, R, F, B: Default>(
         // A limit that binds with nothing to count (every limit skipped) states no
         // `RateLimit`.
         rate_limit: (decision.limit() != u64::MAX)
-            .then(|| config.rate_limit(limit, &decision))
-            .flatten(),
+            .then(|| policy::rate_limit(config.limits.name(limit), &decision)),
         retry_after: None,
     };
     if decision.is_allowed() {
@@ -459,7 +444,7 @@ pin_project_lite::pin_project! {
     enum Kind<R, F, B> {
         Deciding {
             deciding: Pin<Box<dyn Future<Output = Verdict> + Send>>,
-            rest: Option<R>,
+            rest: Option<Box<R>>,
         },
         Inner {
             #[pin]
@@ -498,15 +483,15 @@ where
                         Poll::Ready(verdict) => verdict,
                         Poll::Pending => return Poll::Pending,
                     };
-                    let Some(Rest {
+                    let Some(rest) = rest.take() else {
+                        return Poll::Pending;
+                    };
+                    let Rest {
                         mut inner,
                         request,
                         config,
                         policy,
-                    }) = rest.take()
-                    else {
-                        return Poll::Pending;
-                    };
+                    } = *rest;
                     kind.set(answer(verdict, &config, || policy, || inner.call(request)));
                 }
                 KindProjection::Inner { future, fields } => {
