@@ -379,3 +379,73 @@ async fn a_request_dropped_while_it_waits_gives_its_turn_back() {
         Duration::from_millis(100)
     );
 }
+
+/// The layer on a plain hyper server, without axum: the server puts each connection's peer
+/// address in its requests' extensions, where `PeerIp` finds it.
+#[tokio::test]
+async fn on_a_plain_hyper_server() {
+    use http_body_util::Full;
+    use hyper::body::{Bytes, Incoming};
+    use hyper_util::rt::TokioIo;
+    use tower_layer::Layer;
+    use tower_service::Service;
+
+    /// The app: "ok" at once.
+    #[derive(Clone)]
+    struct Hello;
+
+    impl Service<http::Request<Incoming>> for Hello {
+        type Response = Response<Full<Bytes>>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<Incoming>) -> Self::Future {
+            std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"ok")))))
+        }
+    }
+
+    let limiter = per_ip(Quota::per_minute(2).unwrap());
+    let layer = RateLimitLayer::new((Keyed::new("per-ip", Arc::clone(&limiter), PeerIp).unwrap(),));
+    let service = layer.layer(Hello);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = listener.accept().await.unwrap();
+            let service = service.clone();
+            let per_request = hyper::service::service_fn(move |mut request| {
+                request.extensions_mut().insert(peer);
+                let mut service = service.clone();
+                async move {
+                    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+                    service.call(request).await
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), per_request),
+            );
+        }
+    });
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(request(addr, &[]).await.0);
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    assert_eq!(limiter.peek_key(&loopback).remaining(), 0);
+}
