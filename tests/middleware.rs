@@ -449,3 +449,35 @@ async fn on_a_plain_hyper_server() {
     let loopback: IpAddr = "127.0.0.1".parse().unwrap();
     assert_eq!(limiter.peek_key(&loopback).remaining(), 0);
 }
+
+/// A service states its limits' quotas as they are: after `set_quota`, its next response's
+/// `RateLimit-Policy` has the new capacity.
+#[tokio::test]
+async fn the_policy_follows_a_quota_change() {
+    use tower_layer::Layer;
+
+    let limiter = Arc::new(RateLimiter::gcra(Quota::per_minute(5).unwrap()));
+    let layer = RateLimitLayer::new((Direct::new("global", Arc::clone(&limiter)).unwrap(),));
+    let mut service =
+        layer.layer(axum::Router::new().route("/", axum::routing::get(|| async { "ok" })));
+    assert_eq!(policy(&mut service).await, "\"global\";q=5;w=60");
+    assert_eq!(policy(&mut service).await, "\"global\";q=5;w=60");
+    limiter.set_quota(Quota::per_minute(10).unwrap()).unwrap();
+    assert_eq!(policy(&mut service).await, "\"global\";q=10;w=60");
+}
+
+/// The `RateLimit-Policy` of `service`'s response to a GET.
+async fn policy<S>(service: &mut S) -> HeaderValue
+where
+    S: tower_service::Service<
+        http::Request<axum::body::Body>,
+        Response = Response<axum::body::Body>,
+    >,
+    S::Error: std::fmt::Debug,
+{
+    std::future::poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .unwrap();
+    let request = http::Request::new(axum::body::Body::empty());
+    service.call(request).await.unwrap().headers()["ratelimit-policy"].clone()
+}
