@@ -22,7 +22,8 @@ for i, key in ipairs(KEYS) do
         return redis.error_reply('tollgate: ' .. tostring(ARGV[at]) .. ' and ' ..
             tostring(ARGV[at + 1]) .. ' are not the TATs of a reservation')
     end
-    local _, _, _, claim = gcra(interval, tolerance, burst)
+    local _, _, _, claim = gcra(interval, tolerance, burst,
+        ARGV[at + 2] .. ':' .. ARGV[at + 3] .. ':' .. ARGV[at + 4])
     claim(key)
     local value = redis.call('GET', key)
     if value ~= string.format('%.0f@', after) .. owners[key].params then

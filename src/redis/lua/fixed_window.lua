@@ -6,13 +6,13 @@
 -- The parameters: the window, milliseconds (P), and the limit per window: the capacity.
 -- `fixed_window(...)` returns the `decide` of those, the capacity, the microseconds in the unit
 -- of its times, and `claim` (as `gcra`'s).
-local function fixed_window(period, capacity)
+local function fixed_window(period, capacity, _, text)
     local limit = capacity
     local now = div(now_us, 1000)
     -- The last window a time the scripts take can fall in: a stored index past it is foreign.
     local last_window = div(div(4503599627370495, 1000), period)
 
-    local params = string.format('3:%.0f:%.0f:0', period, capacity)
+    local params = '3:' .. (text or string.format('%.0f:%.0f:0', period, capacity))
     local decide
     local convert = window_converter(3, fixed_window, limit, function() return decide end)
     local function claim(key)

@@ -4,12 +4,13 @@
 -- written under (see the prelude).
 --
 -- The parameters: the emission interval and the tolerance (burst × interval), microseconds, and
--- the burst: the capacity. `gcra(...)` returns the `decide` of those, the capacity, the
+-- the burst: the capacity; and, if the caller has them, the three as they came in ARGV
+-- (`interval:tolerance:burst`), which spares formatting them. `gcra(...)` returns the `decide` of those, the capacity, the
 -- microseconds in the unit of its times (1), and `claim`, which makes the parameters a key's
 -- owner (see the prelude) for a script that reads the key itself.
-local function gcra(interval, tolerance, capacity)
+local function gcra(interval, tolerance, capacity, text)
     local now = now_us
-    local params = string.format('1:%.0f:%.0f:%.0f', interval, tolerance, capacity)
+    local params = '1:' .. (text or string.format('%.0f:%.0f:%.0f', interval, tolerance, capacity))
 
     -- `Gcra::carry_over`: the room below the tolerance rescaled to this interval and rounded
     -- down, at most this tolerance; a backlog beyond the tolerance rescaled and rounded up; the

@@ -27,7 +27,7 @@ for i, key in ipairs(KEYS) do
         return redis.error_reply('tollgate: no algorithm ' .. tostring(ARGV[at]) .. ' for ' .. key)
     end
     local decide, capacity, unit = make(tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
-        tonumber(ARGV[at + 3]))
+        tonumber(ARGV[at + 3]), ARGV[at + 1] .. ':' .. ARGV[at + 2] .. ':' .. ARGV[at + 3])
     local cost = integer(ARGV[at + 4], capacity)
     if not cost then
         return redis.error_reply('tollgate: a cost of ' .. tostring(ARGV[at + 4]) .. ' for ' ..

@@ -30,7 +30,7 @@ if not (want and need and give_back and schedule) or need > want then
         tostring(ARGV[9]) .. ') is not one the burst of ' .. ARGV[5] .. ' allows')
 end
 
-local _, _, _, claim = gcra(interval, tolerance, burst)
+local _, _, _, claim = gcra(interval, tolerance, burst, ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[5])
 claim(key)
 local tat = integer(get(key) or '0', 9007199254740991)
 if not tat then

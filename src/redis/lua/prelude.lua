@@ -124,10 +124,12 @@ local function get(key)
     if not value then
         return false
     end
-    local state, params = string.match(value, '^([^@]*)@([%d:]+)$')
-    if not state then
+    -- A plain search: a pattern would cost a decision more than its arithmetic.
+    local at = string.find(value, '@', 1, true)
+    if not at then
         return value
     end
+    local state, params = string.sub(value, 1, at - 1), string.sub(value, at + 1)
     local owner = owners[key]
     if not owner or params == owner.params then
         return state

@@ -35,7 +35,8 @@ for i, key in ipairs(KEYS) do
         return redis.error_reply('tollgate: a reservation of ' .. tostring(ARGV[at + 3]) ..
             ' for ' .. key .. ' is not one the burst of ' .. tostring(ARGV[at + 2]) .. ' allows')
     end
-    local _, _, _, claim = gcra(interval, tolerance, burst)
+    local _, _, _, claim = gcra(interval, tolerance, burst,
+        ARGV[at] .. ':' .. ARGV[at + 1] .. ':' .. ARGV[at + 2])
     claim(key)
     layers[i] = {key = key, interval = interval, tolerance = tolerance, cost = cost,
         max_wait = math.min(max_wait, 4503599627370496 - tolerance)}

@@ -2,7 +2,8 @@
 -- Each key in turn: `decide` says the request's outcome and what to store; a peek reports the
 -- request's outcome and wait beside the state as it stands (what a cost of 0 reports), as
 -- `Decision::peeked` does, and writes nothing.
-local decide, capacity = decider(tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local decide, capacity = decider(tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+    ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[5])
 local reply = {}
 for i, key in ipairs(KEYS) do
     local cost = integer(ARGV[5 + i], capacity)

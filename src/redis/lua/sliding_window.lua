@@ -9,13 +9,13 @@
 --
 -- limit × P is at most 2^52 (the limiter refuses larger quotas), so every product below is
 -- exact.
-local function sliding_window(period, capacity)
+local function sliding_window(period, capacity, _, text)
     local limit = capacity
     local now = div(now_us, 1000)
     -- The last window a time the scripts take can fall in: a stored index past it is foreign.
     local last_window = div(div(4503599627370495, 1000), period)
 
-    local params = string.format('2:%.0f:%.0f:0', period, capacity)
+    local params = '2:' .. (text or string.format('%.0f:%.0f:0', period, capacity))
     local decide
     local convert = window_converter(2, sliding_window, limit, function() return decide end)
     local function claim(key)
