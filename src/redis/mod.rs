@@ -20,8 +20,9 @@
 //!   and the same stored state after every step.
 //! - **Redis holds live keys only.** A key is written to expire at the moment its state is fresh
 //!   again (`SET` with `PXAT`: Redis 6.2 or later), so an idle key costs nothing, and a live one
-//!   about 70 bytes for GCRA, 90 for the windows, with a 20-byte name (`MEMORY USAGE`; `cargo
-//!   bench --features redis --bench redis` measures it).
+//!   about 120 bytes for GCRA with a 20-byte name, 105 for the windows with a 30-byte one: the
+//!   state and the parameters it was written under (`MEMORY USAGE`; `cargo bench --features
+//!   redis --bench redis` measures it).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
