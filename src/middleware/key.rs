@@ -85,9 +85,10 @@ impl KeyExtractor for PeerIp {
 /// every trusted proxy: the first address that is not one is the client's. The left of the list
 /// is written by whoever sent the request, so it is never believed beyond the last trusted
 /// hop: a client cannot choose its key by sending the header itself. A peer that is not trusted
-/// is the key whatever headers it sends. A list that names only trusted proxies, or that cannot
-/// be read (malformed, obfuscated identifiers, `unknown`), leaves the nearest trusted proxy as
-/// the key.
+/// is the key whatever headers it sends. A list that names only trusted proxies, or a hop on the
+/// way to the first untrusted one that names no address (malformed, obfuscated, `unknown`, a
+/// `Forwarded` element without `for=`), leaves the nearest trusted proxy as the key; what lies
+/// left of the first untrusted hop is never read.
 ///
 /// ```
 /// use tollgate::middleware::{Cidr, ClientIp, KeyExtractor};
@@ -119,14 +120,15 @@ impl ClientIp {
         self.trusted.iter().any(|net| net.contains(ip))
     }
 
-    /// The first untrusted hop from the right of a list of hops, or `None` if the list
-    /// cannot be read or holds only trusted proxies.
+    /// The first untrusted hop from the right of a list of hops (`None` for a hop that names
+    /// no address), or `None` if a hop on the way cannot be read or the list holds only trusted
+    /// proxies. What lies left of the first untrusted hop is never read: the client wrote it.
     fn first_untrusted<'a>(
         &self,
-        hops: impl DoubleEndedIterator<Item = &'a str>,
+        hops: impl DoubleEndedIterator<Item = Option<&'a str>>,
     ) -> Option<IpAddr> {
         for hop in hops.rev() {
-            let ip = parse_hop(hop.trim())?;
+            let ip = parse_hop(hop?.trim())?;
             if !self.is_trusted(ip) {
                 return Some(ip);
             }
@@ -155,18 +157,14 @@ impl KeyExtractor for ClientIp {
         };
         let forwarded = if let Some(list) = text(&FORWARDED) {
             // Each element's `for=` parameter.
-            let hops: Option<Vec<&str>> = list
-                .split(',')
-                .map(|element| {
-                    element.split(';').find_map(|pair| {
-                        let (name, value) = pair.trim().split_once('=')?;
-                        name.eq_ignore_ascii_case("for").then_some(value)
-                    })
+            self.first_untrusted(list.split(',').map(|element| {
+                element.split(';').find_map(|pair| {
+                    let (name, value) = pair.trim().split_once('=')?;
+                    name.eq_ignore_ascii_case("for").then_some(value)
                 })
-                .collect();
-            hops.and_then(|hops| self.first_untrusted(hops.into_iter()))
+            }))
         } else if let Some(list) = text(&HeaderName::from_static("x-forwarded-for")) {
-            self.first_untrusted(list.split(','))
+            self.first_untrusted(list.split(',').map(Some))
         } else {
             None
         };
@@ -436,6 +434,14 @@ mod tests {
             let p = parts(&[("forwarded", unreadable)]);
             assert_eq!(client.extract(&p, proxy), proxy, "{unreadable}");
         }
+        // Left of the first untrusted hop is what the client wrote, never read: a client that
+        // sends an element without `for=`, or junk, is still keyed by its own address.
+        for spoofed in ["proto=https, for=192.0.2.70", "for=unknown, for=192.0.2.70"] {
+            let p = parts(&[("forwarded", spoofed)]);
+            assert_eq!(client.extract(&p, proxy), Some(ip("192.0.2.70")), "{spoofed}");
+        }
+        let p = parts(&[("x-forwarded-for", "garbage, 192.0.2.71")]);
+        assert_eq!(client.extract(&p, proxy), Some(ip("192.0.2.71")));
         // Nothing forwarded at all: the proxy.
         assert_eq!(client.extract(&parts(&[]), proxy), proxy);
         // No peer: no key.
@@ -448,5 +454,112 @@ mod tests {
         let value = http::HeaderValue::from_bytes(b"192.0.2.1\xff").unwrap();
         binary.headers.insert("x-forwarded-for", value);
         assert_eq!(client.extract(&binary, proxy), proxy);
+    }
+
+    /// A hop as a proxy writes it, for the property test: an address in one of the forms
+    /// proxies use, or something that names no address.
+    #[derive(Clone, Debug)]
+    enum Hop {
+        /// The address, with a port or not; in `Forwarded`, quoted when it needs to be.
+        Address(IpAddr, Option<u16>),
+        /// An obfuscated identifier or `unknown`.
+        Hidden(&'static str),
+        /// A `Forwarded` element without `for=` (in `X-Forwarded-For`, a hidden hop).
+        NoFor,
+    }
+
+    impl Hop {
+        fn forwarded(&self) -> String {
+            match self {
+                Hop::Address(IpAddr::V4(v4), None) => format!("for={v4}"),
+                Hop::Address(IpAddr::V4(v4), Some(port)) => format!("for=\"{v4}:{port}\""),
+                Hop::Address(IpAddr::V6(v6), None) => format!("for=\"[{v6}]\""),
+                Hop::Address(IpAddr::V6(v6), Some(port)) => format!("for=\"[{v6}]:{port}\""),
+                Hop::Hidden(name) => format!("for={name}"),
+                Hop::NoFor => "proto=https".to_owned(),
+            }
+        }
+
+        fn x_forwarded_for(&self) -> String {
+            match self {
+                Hop::Address(ip, None) => ip.to_string(),
+                Hop::Address(ip, Some(port)) => SocketAddr::new(*ip, *port).to_string(),
+                Hop::Hidden(name) => (*name).to_owned(),
+                Hop::NoFor => "unknown".to_owned(),
+            }
+        }
+    }
+
+    fn address() -> impl proptest::strategy::Strategy<Value = IpAddr> {
+        use proptest::prelude::*;
+        // Half in the trusted networks, half outside; both families.
+        prop_oneof![
+            (any::<u8>(), any::<u8>()).prop_map(|(a, b)| IpAddr::from([10, a, b, 1])),
+            (any::<u8>(), any::<u8>()).prop_map(|(a, b)| IpAddr::from([192, 0, a, b])),
+            any::<u16>().prop_map(|a| IpAddr::from([0xfd00, a, 0, 0, 0, 0, 0, 1])),
+            any::<u16>().prop_map(|a| IpAddr::from([0x2001, 0xdb8, a, 0, 0, 0, 0, 1])),
+        ]
+    }
+
+    fn hop() -> impl proptest::strategy::Strategy<Value = Hop> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (address(), proptest::option::of(1u16..)).prop_map(|(ip, port)| Hop::Address(ip, port)),
+            1 => prop_oneof![Just("unknown"), Just("_hidden"), Just("_gw-7")].prop_map(Hop::Hidden),
+            1 => Just(Hop::NoFor),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever hops a list holds, in either header, split over field lines and spaced
+        /// anyhow, the key is what the documented walk gives, computed here on the hops
+        /// themselves: the peer if it is not trusted; else the first hop from the right that is
+        /// not a trusted proxy; else (a hop that names no address on the way, or only proxies)
+        /// the peer.
+        #[test]
+        fn the_key_is_the_documented_walk_over_any_list(
+            peer in address(),
+            hops in proptest::collection::vec(hop(), 0..6),
+            forwarded in proptest::bool::ANY,
+            lines in 1usize..4,
+            spaces in proptest::collection::vec(0usize..3, 6),
+        ) {
+            let client = ClientIp::trusting(["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()]);
+            let trusted = |ip: IpAddr| client.is_trusted(ip);
+            let expected = if !trusted(peer) {
+                peer
+            } else {
+                let mut key = peer;
+                for hop in hops.iter().rev() {
+                    match hop {
+                        Hop::Address(ip, _) if trusted(*ip) => {}
+                        Hop::Address(ip, _) => {
+                            key = *ip;
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+                key
+            };
+            let (name, items): (&str, Vec<String>) = if forwarded {
+                ("forwarded", hops.iter().map(Hop::forwarded).collect())
+            } else {
+                ("x-forwarded-for", hops.iter().map(Hop::x_forwarded_for).collect())
+            };
+            let mut request = http::Request::get("/");
+            // The list in `lines` field lines, each item padded by the spaces drawn for it.
+            let per_line = items.len().div_ceil(lines).max(1);
+            for (l, chunk) in items.chunks(per_line).enumerate() {
+                let padded: Vec<String> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| format!("{}{item}", " ".repeat(spaces[(i + l) % spaces.len()])))
+                    .collect();
+                request = request.header(name, padded.join(","));
+            }
+            let (parts, ()) = request.body(()).unwrap().into_parts();
+            proptest::prop_assert_eq!(client.extract(&parts, Some(peer)), Some(expected));
+        }
     }
 }
