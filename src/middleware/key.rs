@@ -284,6 +284,21 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// The network, with an IPv4 network written mapped into IPv6 (`::ffff:10.0.0.0/104`) held
+    /// as the IPv4 one, as addresses are matched.
+    fn new(address: IpAddr, prefix: u8) -> Cidr {
+        match address {
+            IpAddr::V6(v6) if prefix >= 96 => match v6.to_ipv4_mapped() {
+                Some(v4) => Cidr {
+                    address: IpAddr::V4(v4),
+                    prefix: prefix - 96,
+                },
+                None => Cidr { address, prefix },
+            },
+            _ => Cidr { address, prefix },
+        }
+    }
+
     /// Whether `ip` is in the network. An IPv4 address mapped into IPv6 (`::ffff:a.b.c.d`) is
     /// matched as the IPv4 address.
     #[must_use]
@@ -344,14 +359,14 @@ impl FromStr for Cidr {
         if prefix > bits {
             return Err(error());
         }
-        Ok(Cidr { address, prefix })
+        Ok(Cidr::new(address, prefix))
     }
 }
 
 impl From<IpAddr> for Cidr {
     fn from(address: IpAddr) -> Cidr {
         let prefix = if address.is_ipv4() { 32 } else { 128 };
-        Cidr { address, prefix }
+        Cidr::new(address, prefix)
     }
 }
 
@@ -385,6 +400,11 @@ mod tests {
         assert!(v6.contains(ip("2001:db8:ffff::1")) && !v6.contains(ip("2001:db9::1")));
         let one: Cidr = "2001:db8::1".parse().unwrap();
         assert!(one.contains(ip("2001:db8::1")) && !one.contains(ip("2001:db8::2")));
+        // An IPv4 network written mapped into IPv6 matches as the IPv4 network.
+        let mapped: Cidr = "::ffff:10.0.0.0/104".parse().unwrap();
+        assert_eq!(mapped, "10.0.0.0/8".parse().unwrap());
+        assert!(mapped.contains(ip("10.1.2.3")) && mapped.contains(ip("::ffff:10.1.2.3")));
+        assert!(!mapped.contains(ip("11.0.0.1")));
         for bad in [
             "",
             "10.0.0.0/",
@@ -438,7 +458,11 @@ mod tests {
         // sends an element without `for=`, or junk, is still keyed by its own address.
         for spoofed in ["proto=https, for=192.0.2.70", "for=unknown, for=192.0.2.70"] {
             let p = parts(&[("forwarded", spoofed)]);
-            assert_eq!(client.extract(&p, proxy), Some(ip("192.0.2.70")), "{spoofed}");
+            assert_eq!(
+                client.extract(&p, proxy),
+                Some(ip("192.0.2.70")),
+                "{spoofed}"
+            );
         }
         let p = parts(&[("x-forwarded-for", "garbage, 192.0.2.71")]);
         assert_eq!(client.extract(&p, proxy), Some(ip("192.0.2.71")));
