@@ -248,3 +248,22 @@ async fn shaping_waits_for_a_turn_in_redis() {
     statuses.sort();
     assert_eq!(statuses, [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
 }
+
+/// A window counter takes no reservation: shaping over one leaves its refusals as they are.
+#[tokio::test]
+async fn a_window_counter_refuses_as_without_shaping() {
+    let redis = Server::start();
+    let quota = Quota::per_minute(1).unwrap();
+    let window = RedisKeyedRateLimiter::sliding_window(redis.connection().await, "rl:sw:", quota);
+    let limits = RedisLimits::new()
+        .with(RedisKeyed::new("per-ip", Arc::new(window.unwrap()), PeerIp).unwrap());
+    let layer = RateLimitLayer::new(limits).max_wait(Duration::from_secs(3600));
+    let addr = serve(layer).await;
+    assert_eq!(request(addr, &[]).await.0, StatusCode::OK);
+    let (status, headers) = request(addr, &[]).await;
+    // Refused at once, not delayed: a reservation would have admitted it after its wait.
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    // Its wait ends within the next window.
+    let wait: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=120).contains(&wait), "{wait}");
+}

@@ -170,8 +170,9 @@ impl<L: super::ShapeLimits> RateLimitLayer<L> {
     /// whose turn is further away is refused as without shaping. Its response's `RateLimit`
     /// field is the state as it goes on.
     ///
-    /// Tuples of GCRA limits shape; so do `RedisLimits` of GCRA limiters (a refusal there takes
-    /// a second round trip to reserve, and a third for the fields).
+    /// Tuples of GCRA limits shape; so do `RedisLimits` (a refusal there takes a second round
+    /// trip to reserve, and a third for the fields; a window counter takes no reservation, so
+    /// where one of them refuses, the refusal stands).
     ///
     /// ```
     /// use std::sync::Arc;
