@@ -8,7 +8,9 @@
 //! tokio thread) from 32 tasks at once, or from one (where a decision's latency, its round
 //! trips, is what counts), for `TOLLGATE_REDIS_SECS` seconds (default 2) a row, in
 //! `TOLLGATE_REDIS_ROUNDS` alternating rounds (default 5); it prints each row's median
-//! decisions per second and the ratios the design is held to:
+//! decisions per second, the median microseconds the server spent on each script it ran (from
+//! its `INFO commandstats`: the script's own cost, whatever the client's), and the ratios the
+//! design is held to:
 //!
 //! - one decision (`check_key`) against a minimal `EVALSHA` (one `GET` and one `SET` of one
 //!   key): what the script's work and its reply cost beyond a round trip, target 0.9 or more;
@@ -302,14 +304,18 @@ async fn run(server: &Server, secs: f64, rounds: usize) {
         ("3 checks one after another, 1 in flight", 1, three_checks),
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
+    // The server's time per script run in each row, from its statistics.
+    let mut server_micros: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
     // The lease row's admissions in its worst round, against what the quota allowed then.
     let mut worst = (0u64, 1u64);
     for round in 0..rounds {
         eprintln!("round {} of {rounds}", round + 1);
         for (r, (name, tasks, call)) in rows.iter().enumerate() {
             lease_admitted.store(0, Relaxed);
+            server.command(&["CONFIG", "RESETSTAT"]);
             let start = Instant::now();
             results[r].push(throughput(*tasks, secs, call).await);
+            server_micros[r].push(server.command_micros("evalsha"));
             if name.starts_with("leased") {
                 // Each round starts with a full burst (the other rows leave the keys idle for
                 // longer than it takes to refill).
@@ -323,10 +329,14 @@ async fn run(server: &Server, secs: f64, rounds: usize) {
         }
     }
 
-    println!("\n{:<52} {:>14}", "row (median of rounds)", "decisions/s");
+    println!(
+        "\n{:<52} {:>14} {:>18}",
+        "row (median of rounds)", "decisions/s", "server us/script"
+    );
     let medians: Vec<f64> = results.into_iter().map(median).collect();
-    for ((name, _, _), m) in rows.iter().zip(&medians) {
-        println!("{name:<52} {m:>14.0}");
+    let script_micros: Vec<f64> = server_micros.into_iter().map(median).collect();
+    for (((name, _, _), m), us) in rows.iter().zip(&medians).zip(&script_micros) {
+        println!("{name:<52} {m:>14.0} {us:>18.2}");
     }
     let ratio = |a: usize, b: usize| medians[a] / medians[b];
     println!("\n{:<62} {:>7} {:>7}", "ratio", "value", "target");

@@ -142,17 +142,30 @@ impl Server {
 
     /// How many times the server has run the command `name` (lower case), from `INFO`.
     pub fn command_count(&self, name: &str) -> u64 {
+        self.command_stat(name, "calls")
+            .map_or(0, |calls| calls as u64)
+    }
+
+    /// The microseconds the server spent on each run of the command `name` (lower case), on
+    /// average since its statistics were last reset, from `INFO`.
+    pub fn command_micros(&self, name: &str) -> f64 {
+        self.command_stat(name, "usec_per_call").unwrap_or(0.0)
+    }
+
+    /// A field of the server's statistics of the command `name`.
+    fn command_stat(&self, name: &str, field: &str) -> Option<f64> {
         let info = match self.command(&["INFO", "commandstats"]) {
             redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             redis::Value::VerbatimString { text, .. } => text,
             other => panic!("INFO: {other:?}"),
         };
-        let prefix = format!("cmdstat_{name}:calls=");
-        info.lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|calls| calls.parse().ok())
-            .unwrap_or(0)
+        let prefix = format!("cmdstat_{name}:");
+        let stats = info.lines().find_map(|line| line.strip_prefix(&prefix))?;
+        stats
+            .split(',')
+            .find_map(|pair| pair.strip_prefix(field)?.strip_prefix('='))?
+            .parse()
+            .ok()
     }
 
     /// The value stored under `key`, if any.
