@@ -30,6 +30,11 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// limiter of `str`, a `Box<[u8]>` for one of `[u8]`).
     type Key;
 
+    /// Whether [`extract`](Self::extract) reads the peer's address. A layer looks the address
+    /// up in a request's extensions only if one of its keys needs it; an extractor that says
+    /// `false` is given `None`.
+    const NEEDS_PEER: bool = true;
+
     /// The request's key, or `None` if it has none.
     fn extract(&self, parts: &Parts, peer: Option<IpAddr>) -> Option<Self::Key>;
 }
@@ -224,6 +229,7 @@ impl Header {
 
 impl KeyExtractor for Header {
     type Key = Box<[u8]>;
+    const NEEDS_PEER: bool = false;
 
     fn extract(&self, parts: &Parts, _: Option<IpAddr>) -> Option<Box<[u8]>> {
         let value = parts.headers.get(&self.name)?.as_bytes();
@@ -261,6 +267,7 @@ where
     F: Fn(&Parts) -> Option<T> + Send + Sync + 'static,
 {
     type Key = T;
+    const NEEDS_PEER: bool = false;
 
     fn extract(&self, parts: &Parts, _: Option<IpAddr>) -> Option<T> {
         (self.0)(parts)

@@ -281,6 +281,8 @@ pub(crate) mod sealed {
         type Layer<'a>: Step
         where
             Self: 'a;
+        /// Whether its key is found from the peer's address.
+        const NEEDS_PEER: bool;
         /// The policy's name.
         fn name(&self) -> &str;
         /// The capacity and the time it comes back in full over.
@@ -302,6 +304,8 @@ pub(crate) mod sealed {
         fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration));
         /// The name of the limit at `index`.
         fn name(&self, index: usize) -> &str;
+        /// Whether a limit's key is found from the peer's address.
+        fn needs_peer(&self) -> bool;
     }
 }
 
@@ -315,6 +319,7 @@ where
     S: BuildHasher + Send + Sync + 'static,
 {
     type Layer<'a> = crate::layers::KeyedLayer<'a, K, A, C, S>;
+    const NEEDS_PEER: bool = E::NEEDS_PEER;
 
     fn name(&self) -> &str {
         self.name.as_str()
@@ -343,6 +348,7 @@ where
     C: Clock + 'static,
 {
     type Layer<'a> = &'a RateLimiter<A, C>;
+    const NEEDS_PEER: bool = false;
 
     fn name(&self) -> &str {
         self.name.as_str()
@@ -390,6 +396,10 @@ macro_rules! limits {
                 [$(self.$i.name()),+][index]
             }
 
+            fn needs_peer(&self) -> bool {
+                $($limit::NEEDS_PEER)||+
+            }
+
             fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {
                 $(
                     let (capacity, window) = self.$i.policy();
@@ -408,3 +418,32 @@ limits!(A 0, B 1, C 2, D 3, E 4);
 limits!(A 0, B 1, C 2, D 3, E 4, F 5);
 limits!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 limits!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+#[cfg(test)]
+mod tests {
+    use super::sealed::Limits;
+    use super::*;
+    use crate::middleware::{from_fn, ClientIp, Header, PeerIp};
+    use crate::Quota;
+
+    #[test]
+    fn the_peer_is_looked_up_only_for_keys_that_need_it() {
+        let quota = Quota::per_second(1).unwrap();
+        let per_key = Arc::new(KeyedRateLimiter::<[u8]>::gcra(quota, 10).unwrap());
+        let per_ip = Arc::new(KeyedRateLimiter::<IpAddr>::gcra(quota, 10).unwrap());
+        let global = Direct::new("global", Arc::new(RateLimiter::gcra(quota))).unwrap();
+        let api_key = Header::new(http::HeaderName::from_static("x-api-key"));
+        let by_header = Keyed::new("key", Arc::clone(&per_key), api_key).unwrap();
+        let by_closure = Keyed::new(
+            "path",
+            per_key,
+            from_fn(|p: &Parts| Some(p.uri.path().as_bytes().to_vec().into_boxed_slice())),
+        )
+        .unwrap();
+        assert!(!(by_header, by_closure, global).needs_peer());
+        let by_peer = Keyed::new("ip", Arc::clone(&per_ip), PeerIp).unwrap();
+        assert!((by_peer,).needs_peer());
+        let by_client = Keyed::new("client", per_ip, ClientIp::default()).unwrap();
+        assert!((by_client,).needs_peer());
+    }
+}

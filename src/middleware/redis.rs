@@ -193,6 +193,8 @@ mod remote {
 
     /// A Redis limit's steps.
     pub trait Limit<C>: Send + Sync + 'static {
+        /// Whether its key is found from the peer's address.
+        fn needs_peer(&self) -> bool;
         /// The policy's name.
         fn name(&self) -> &str;
         /// The capacity and the time it comes back in full over.
@@ -211,6 +213,10 @@ where
     E::Key: RedisKey,
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
+    fn needs_peer(&self) -> bool {
+        E::NEEDS_PEER
+    }
+
     fn name(&self) -> &str {
         self.name.as_str()
     }
@@ -240,6 +246,10 @@ impl<C> remote::Limit<C> for RedisDirect<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
+    fn needs_peer(&self) -> bool {
+        false
+    }
+
     fn name(&self) -> &str {
         self.name.as_str()
     }
@@ -335,6 +345,10 @@ where
 
     fn name(&self, index: usize) -> &str {
         self.limits[index].name()
+    }
+
+    fn needs_peer(&self) -> bool {
+        self.limits.iter().any(|limit| limit.needs_peer())
     }
 
     fn policies(&self, each: &mut dyn FnMut(&str, u64, Duration)) {

@@ -320,7 +320,11 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let peer = peer_ip(&parts);
+        let peer = if self.config.limits.needs_peer() {
+            peer_ip(&parts)
+        } else {
+            None
+        };
         let cost = self.config.cost.as_ref().map_or(1, |cost| cost(&parts));
         let limits = &self.config.limits;
         let outcome = match &self.config.shaping {
