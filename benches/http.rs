@@ -38,6 +38,10 @@ use tollgate::{KeyedRateLimiter, Quota};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 
+#[path = "../tests/http_server/mod.rs"]
+mod http_server;
+use http_server::serve_app;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -47,21 +51,6 @@ fn env(name: &str, default: u64) -> u64 {
 
 fn app() -> Router {
     Router::new().route("/", get(|| async { "ok" }))
-}
-
-/// Serves `app` on a loopback port, with the peer's address recorded.
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
-    addr
 }
 
 /// `connections` clients of `addr`, each with one connection of its own, opened.
@@ -166,11 +155,11 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let bare = serve(app()).await;
+        let bare = serve_app(app()).await;
         let per_ip = KeyedRateLimiter::<IpAddr>::gcra(Quota::per_second(1_000_000_000).unwrap(), 1_000)
             .unwrap();
         let ours_layer = RateLimitLayer::new((Keyed::new("per-ip", Arc::new(per_ip), PeerIp).unwrap(),));
-        let tollgate = serve(app().layer(ours_layer.clone())).await;
+        let tollgate = serve_app(app().layer(ours_layer.clone())).await;
         let config = GovernorConfigBuilder::default()
             .per_nanosecond(1)
             .burst_size(NonZeroU32::MAX.get())
@@ -178,7 +167,7 @@ fn main() {
             .finish()
             .unwrap();
         let theirs_layer = GovernorLayer::new(Arc::new(config));
-        let governor = serve(app().layer(theirs_layer.clone())).await;
+        let governor = serve_app(app().layer(theirs_layer.clone())).await;
         // Each app's connections, opened once and warmed up.
         let mut apps = Vec::new();
         for addr in [bare, tollgate, governor] {

@@ -82,9 +82,9 @@ impl<T: sealed::Limits> Limits for T {}
 /// ```
 pub struct Keyed<K: ?Sized, E, A = Gcra, C = TscClock, S = DefaultKeyHasher> {
     name: PolicyName,
-    pub(super) limiter: Arc<KeyedRateLimiter<K, A, C, S>>,
-    pub(super) key: E,
-    pub(super) missing: MissingKey,
+    limiter: Arc<KeyedRateLimiter<K, A, C, S>>,
+    key: E,
+    missing: MissingKey,
 }
 
 impl<K: ?Sized, E, A, C, S> Keyed<K, E, A, C, S> {
@@ -148,7 +148,7 @@ impl<K: ?Sized, E, A, C, S> fmt::Debug for Keyed<K, E, A, C, S> {
 /// ```
 pub struct Direct<A = Gcra, C = TscClock> {
     name: PolicyName,
-    pub(super) limiter: Arc<RateLimiter<A, C>>,
+    limiter: Arc<RateLimiter<A, C>>,
 }
 
 impl<A, C> Direct<A, C> {
@@ -233,6 +233,12 @@ impl<L: Step> Step for Skippable<L> {
     }
 }
 
+impl<L> From<Option<L>> for Skippable<L> {
+    fn from(layer: Option<L>) -> Skippable<L> {
+        layer.map_or(Skippable::Skipped, Skippable::Checked)
+    }
+}
+
 /// What the limits made of a request. Public, in a private module, for the sealed traits.
 #[derive(Clone, Copy, Debug)]
 pub enum Verdict {
@@ -243,15 +249,15 @@ pub enum Verdict {
     /// Decided: the binding limit's index and its decision (see
     /// [`LayeredDecision`](crate::layers::LayeredDecision)).
     Decided(usize, Decision),
-    /// The cost exceeds this limit's capacity: never admitted.
-    TooLarge(usize),
+    /// The cost exceeds a limit's capacity: never admitted.
+    TooLarge,
     /// The limits could not decide: Redis refused the script (a key holding something else, a
     /// request's keys in different slots of a cluster).
     Failed,
 }
 
 pub(crate) mod sealed {
-    use super::{Skippable, Verdict};
+    use super::Verdict;
     use crate::layers::sealed::Step;
     use core::future::Future;
     use core::pin::Pin;
@@ -275,9 +281,11 @@ pub(crate) mod sealed {
         }
     }
 
-    /// A limit's steps: its name and policy, and its layer for a request.
+    /// A limit's steps: its name and policy, a request's key, and the key's layer.
     pub trait Limit: Send + Sync + 'static {
-        /// The layer of one request.
+        /// A request's key, owned (`()` for a direct limiter).
+        type Key;
+        /// The layer of one key.
         type Layer<'a>: Step
         where
             Self: 'a;
@@ -287,13 +295,11 @@ pub(crate) mod sealed {
         fn name(&self) -> &str;
         /// The capacity and the time it comes back in full over.
         fn policy(&self) -> (u64, Duration);
-        /// The request's layer; `Err` with the verdict if its key is missing and that settles
-        /// the request.
-        fn layer<'a>(
-            &'a self,
-            parts: &Parts,
-            peer: Option<IpAddr>,
-        ) -> Result<Skippable<Self::Layer<'a>>, Verdict>;
+        /// The request's key (`None`: the limit is skipped); `Err` with the verdict if its key
+        /// is missing and that settles the request.
+        fn key(&self, parts: &Parts, peer: Option<IpAddr>) -> Result<Option<Self::Key>, Verdict>;
+        /// The layer of `key`.
+        fn layer<'a>(&'a self, key: &'a Self::Key) -> Self::Layer<'a>;
     }
 
     /// The limits of a layer: a tuple of [`Limit`]s, or Redis limits.
@@ -318,6 +324,7 @@ where
     C: Clock + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
+    type Key = E::Key;
     type Layer<'a> = crate::layers::KeyedLayer<'a, K, A, C, S>;
     const NEEDS_PEER: bool = E::NEEDS_PEER;
 
@@ -330,15 +337,15 @@ where
         (algorithm.capacity(), algorithm.window())
     }
 
-    fn layer<'a>(
-        &'a self,
-        parts: &Parts,
-        peer: Option<IpAddr>,
-    ) -> Result<Skippable<Self::Layer<'a>>, Verdict> {
+    fn key(&self, parts: &Parts, peer: Option<IpAddr>) -> Result<Option<E::Key>, Verdict> {
         match self.key.extract(parts, peer) {
-            Some(key) => Ok(Skippable::Checked(self.limiter.layer::<K>(key.borrow()))),
-            None => self.missing.settle().map(|()| Skippable::Skipped),
+            Some(key) => Ok(Some(key)),
+            None => self.missing.settle().map(|()| None),
         }
+    }
+
+    fn layer<'a>(&'a self, key: &'a E::Key) -> Self::Layer<'a> {
+        self.limiter.layer::<K>(key.borrow())
     }
 }
 
@@ -347,6 +354,7 @@ where
     A: Algorithm + 'static,
     C: Clock + 'static,
 {
+    type Key = ();
     type Layer<'a> = &'a RateLimiter<A, C>;
     const NEEDS_PEER: bool = false;
 
@@ -359,12 +367,12 @@ where
         (algorithm.capacity(), algorithm.window())
     }
 
-    fn layer<'a>(
-        &'a self,
-        _: &Parts,
-        _: Option<IpAddr>,
-    ) -> Result<Skippable<Self::Layer<'a>>, Verdict> {
-        Ok(Skippable::Checked(&*self.limiter))
+    fn key(&self, _: &Parts, _: Option<IpAddr>) -> Result<Option<()>, Verdict> {
+        Ok(Some(()))
+    }
+
+    fn layer<'a>(&'a self, (): &'a ()) -> Self::Layer<'a> {
+        &self.limiter
     }
 }
 
@@ -372,9 +380,18 @@ where
 pub(super) fn verdict(decided: Result<crate::layers::LayeredDecision, LayerError>) -> Verdict {
     match decided {
         Ok(decided) => Verdict::Decided(decided.layer(), *decided.decision()),
-        Err(error) => Verdict::TooLarge(error.layer()),
+        Err(_) => Verdict::TooLarge,
     }
 }
+
+/// The layers of a tuple of limits for a request's keys: each key's, or a skipped layer.
+macro_rules! layers {
+    ($this:ident, $keys:ident, $($i:tt)+) => {
+        ($(Skippable::from($keys.$i.as_ref().map(|key| $this.$i.layer(key))),)+)
+    };
+}
+#[cfg(feature = "tokio")]
+pub(super) use layers;
 
 macro_rules! limits {
     ($($limit:ident $i:tt),+) => {
@@ -385,10 +402,11 @@ macro_rules! limits {
                 peer: Option<IpAddr>,
                 cost: u64,
             ) -> sealed::Outcome {
-                let layers = ($(match this.$i.layer(parts, peer) {
-                    Ok(layer) => layer,
+                let keys = ($(match this.$i.key(parts, peer) {
+                    Ok(key) => key,
                     Err(verdict) => return sealed::Outcome::Now(verdict),
                 },)+);
+                let layers = layers!(this, keys, $($i)+);
                 sealed::Outcome::Now(verdict(layers.decide_all(cost)))
             }
 

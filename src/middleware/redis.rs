@@ -393,8 +393,6 @@ where
         for (i, limit) in this.limits.iter().enumerate() {
             match limit.find(parts, peer) {
                 Ok(Found::Skipped) => {}
-                // Never admitted: no round trip.
-                Ok(_) if cost > limit.policy().0 => return Outcome::Now(Verdict::TooLarge(i)),
                 Ok(what) => found.push((i, what)),
                 Err(verdict) => return Outcome::Now(verdict),
             }
@@ -413,7 +411,8 @@ where
                 .collect();
             let verdict = |decided: Result<LayeredDecision, Error>| match decided {
                 Ok(decided) => Verdict::Decided(found[decided.layer()].0, *decided.decision()),
-                Err(Error::InsufficientCapacity(_)) => Verdict::TooLarge(found[0].0),
+                // Refused before any round trip: never admitted.
+                Err(Error::InsufficientCapacity(_)) => Verdict::TooLarge,
                 Err(_) => Verdict::Failed,
             };
             let decided = verdict(decide_all(&layers, cost).await);

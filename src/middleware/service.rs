@@ -396,7 +396,7 @@ fn answer<L: Limits, R, F, B: Default>(
             }
         }
         Verdict::Rejected(status) => return respond(status),
-        Verdict::TooLarge(_) => return respond(StatusCode::PAYLOAD_TOO_LARGE),
+        Verdict::TooLarge => return respond(StatusCode::PAYLOAD_TOO_LARGE),
         Verdict::Failed => return respond(StatusCode::INTERNAL_SERVER_ERROR),
         Verdict::Decided(limit, decision) => (limit, decision),
     };

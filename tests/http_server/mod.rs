@@ -16,7 +16,11 @@ use sfv::{BareItem, ListEntry, Parser};
 
 /// An app behind `layer`, served on 127.0.0.1 with the peer's address recorded; its address.
 pub async fn serve(layer: impl tower_layer_for_router::Apply) -> SocketAddr {
-    let app = layer.apply(Router::new().route("/", routing::get(|| async { "ok" })));
+    serve_app(layer.apply(Router::new().route("/", routing::get(|| async { "ok" })))).await
+}
+
+/// `app`, served on 127.0.0.1 with the peer's address recorded; its address.
+pub async fn serve_app(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
