@@ -9,7 +9,7 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 use core::iter::FusedIterator;
 
-use super::KeyedRateLimiter;
+use super::{own, KeyedRateLimiter};
 use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied, InsufficientCapacity};
@@ -152,7 +152,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     {
         DecideKeysWith {
             // The filler is never decided: any quota serves.
-            pipeline: Pipeline::new(self, requests.into_iter(), (self.algorithm, 0)),
+            pipeline: Pipeline::new(self, requests.into_iter(), (self.algorithm(), 0)),
         }
     }
 }
@@ -337,7 +337,7 @@ where
     fn next(&mut self) -> Option<Result<(), Denied>> {
         self.pipeline.next(
             |key| (key, ()),
-            |limiter, probe, (), now| limiter.apply_at(&limiter.algorithm, probe, 1, now),
+            |limiter, probe, (), now| limiter.apply_at(limiter.quotas.load(), own, probe, 1, now),
         )
     }
 
@@ -399,7 +399,9 @@ where
     fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
         self.pipeline.next(
             |request| request,
-            |limiter, probe, cost, now| limiter.decide_at(&limiter.algorithm, probe, cost, now),
+            |limiter, probe, cost, now| {
+                limiter.decide_at(limiter.quotas.load(), own, probe, cost, now)
+            },
         )
     }
 
@@ -465,9 +467,7 @@ where
     fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
         self.pipeline.next(
             |(key, quota, cost)| (key, (Gcra::new(quota), cost)),
-            |limiter, probe, (quota, cost), now| {
-                limiter.decide_as_tier_at(&quota, probe, cost, now)
-            },
+            |limiter, probe, (quota, cost), now| limiter.decide_as_tier_at(quota, probe, cost, now),
         )
     }
 

@@ -9,7 +9,7 @@ use crate::algorithm::{sealed::Sealed, Algorithm, Gcra};
 use crate::clock::{Clock, TscClock};
 use crate::error::BuildError;
 use crate::quota::Quota;
-use crate::store::{Overflow, Table, CLASSES};
+use crate::store::{Generations, Overflow, Table, CLASSES};
 
 /// Configures a [`KeyedRateLimiter`] for keys of type `K`: capacity, overflow policy, clock and
 /// hasher. [`KeyedRateLimiter::builder`] starts one; the key type is named there, as for the
@@ -254,7 +254,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedBuilder<K, A, C, S>
         debug_assert_eq!(rooms[UNDECLARED], 0);
         Ok(KeyedRateLimiter {
             table: Table::new(capacity, parallelism, rooms)?,
-            algorithm,
+            quotas: Generations::new(algorithm),
             tiers,
             clock,
             hasher,

@@ -48,7 +48,7 @@ use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{CheckError, Decision, Denied, InsufficientCapacity};
 use crate::error::BuildError;
 use crate::quota::Quota;
-use crate::store::{KeyedStats, Overflow, Overflowed, Probe, Table, CLASSES};
+use crate::store::{Current, Generations, KeyedStats, Overflow, Overflowed, Probe, Table, CLASSES};
 
 /// The default hasher: ahash, seeded at random for each limiter, so that nobody can aim keys at
 /// one probe group.
@@ -167,7 +167,9 @@ pub type DefaultKeyHasher = ahash::RandomState;
 /// ```
 pub struct KeyedRateLimiter<K: ?Sized, A = Gcra, C = TscClock, S = DefaultKeyHasher> {
     table: Table,
-    algorithm: A,
+    /// The algorithm every key runs, generation by generation (see
+    /// [`set_quota`](KeyedRateLimiter::set_quota)).
+    quotas: Generations<A>,
     /// The tiers declared with [`KeyedBuilder::tier`]: the entries of tier `i` are of class
     /// `i + 1` in the table (class 0 is the limiter's own quota, [`UNDECLARED`] any other).
     tiers: Box<[Gcra]>,
@@ -291,7 +293,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.apply(&self.algorithm, &self.probe(key), 1)
+        let probe = self.probe(key);
+        self.apply_at(self.quotas.load(), own, &probe, 1, self.clock.now())
     }
 
     /// Admits a request of `cost` units for `key`, all or nothing.
@@ -314,8 +317,10 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
-        Ok(self.apply(&self.algorithm, &self.probe(key), cost)?)
+        let probe = self.probe(key);
+        let current = self.quotas.load();
+        InsufficientCapacity::check(cost, current.algorithm.capacity())?;
+        Ok(self.apply_at(current, own, &probe, cost, self.clock.now())?)
     }
 
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is
@@ -343,7 +348,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.decide_with(&self.algorithm, &self.probe(key), cost)
+        let probe = self.probe(key);
+        self.decide_at(self.quotas.load(), own, &probe, cost, self.clock.now())
     }
 
     /// Whether one request for `key` would be admitted now, and if not, when it would be,
@@ -369,7 +375,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        self.peek_key_as(key, &self.algorithm, 1)
+        self.peek_key_as(key, own, 1)
     }
 
     /// Whether a request of `cost` for `key` would be admitted now, and if not, when it would
@@ -403,8 +409,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
-        Ok(self.peek_key_as(key, &self.algorithm, cost))
+        InsufficientCapacity::check(cost, self.algorithm().capacity())?;
+        Ok(self.peek_key_as(key, own, cost))
     }
 
     /// Forgets what `key` has consumed: its next request is decided as a new key's. For an
@@ -463,6 +469,85 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         self.table.reset_all();
     }
 
+    /// Changes every key's quota while the limiter runs, without a lock on the decision path
+    /// and without losing what the keys have been admitted.
+    ///
+    /// Each key carries over its room as a [`RateLimiter`](crate::RateLimiter) does
+    /// ([`RateLimiter::set_quota`](crate::RateLimiter::set_quota); the exact rules are
+    /// [`Algorithm::carry_over`]'s): the requests it would still admit, capped at the new burst
+    /// (or limit). So tightening takes effect at once for every key, and loosening grants no
+    /// key a burst by itself: a key that has used some of its room refills it at the new rate
+    /// from where it was. A key with nothing used (idle: fresh, or back to fresh) is a new
+    /// key under the new quota, exactly as a key the table does not hold is. Entries of a
+    /// tier ([`check_key_with`](Self::check_key_with)) keep their schedules, since their
+    /// quota has not changed.
+    ///
+    /// The call converts every entry of the table (a walk over its slots, a few milliseconds
+    /// for a million keys) and returns when all are converted. Decisions keep running
+    /// meanwhile: each key's decisions racing the change are made either before its
+    /// conversion, with the old quota, or after it, with the new one, never with one quota on
+    /// the other's state (a decision that meets a key not yet converted converts it itself).
+    /// Changes are made one at a time: a second waits for the first's walk. A
+    /// [`Reservation`](crate::Reservation) made before the change still proceeds at its time,
+    /// but its cancel gives nothing back (its hold was converted with the rest). Setting the
+    /// quota in force changes nothing.
+    ///
+    /// An entry's slot remembers its generation in two bits, so the guarantee above holds for
+    /// any decision that does not stall, mid-way, across four changes of the quota.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::Quota`] if the algorithm cannot take `quota` (a window's limit that does
+    /// not fit its packed word); the limiter is unchanged.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let per_user = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(100).unwrap()))
+    ///     .clock(&clock)
+    ///     .build()
+    ///     .unwrap();
+    /// per_user.check_key_n("alice", 40).unwrap(); // 60 left
+    /// per_user.check_key_n("bob", 95).unwrap(); // 5 left
+    ///
+    /// // Tightening: at most the new burst is left.
+    /// per_user.set_quota(Quota::per_second(10).unwrap()).unwrap();
+    /// assert_eq!(per_user.peek_key("alice").remaining(), 10);
+    /// assert_eq!(per_user.peek_key("bob").remaining(), 5);
+    ///
+    /// // Loosening: what was left stays, the new rate refills it; a new key has the new burst.
+    /// per_user.set_quota(Quota::per_second(1_000).unwrap()).unwrap();
+    /// assert_eq!(per_user.peek_key("bob").remaining(), 5);
+    /// clock.advance(Duration::from_millis(10));
+    /// assert_eq!(per_user.peek_key("bob").remaining(), 15);
+    /// assert_eq!(per_user.peek_key("carol").remaining(), 1_000);
+    /// ```
+    pub fn set_quota(&self, quota: Quota) -> Result<(), BuildError> {
+        self.reconfigure(A::for_quota(&quota)?);
+        Ok(())
+    }
+
+    /// Changes the algorithm's parameters while the limiter runs: [`set_quota`] with an
+    /// algorithm built already.
+    ///
+    /// [`set_quota`]: KeyedRateLimiter::set_quota
+    ///
+    /// ```
+    /// use tollgate::{Algorithm, KeyedRateLimiter, Quota, SlidingWindow};
+    ///
+    /// let per_user = KeyedRateLimiter::<u64>::sliding_window(Quota::per_minute(60).unwrap(), 100)
+    ///     .unwrap();
+    /// per_user.reconfigure(SlidingWindow::new(&Quota::per_minute(600).unwrap()).unwrap());
+    /// assert_eq!(per_user.algorithm().capacity(), 600);
+    /// ```
+    pub fn reconfigure(&self, algorithm: A) {
+        let convert = |current| self.table.convert_all(&self.quotas, &current);
+        self.quotas
+            .reconfigure(algorithm, || self.clock.now(), convert);
+    }
+
     /// The table's counters: capacity, slots, occupied slots, reuses, evictions, overflows.
     ///
     /// ```
@@ -475,8 +560,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         self.table.stats_snapshot()
     }
 
-    /// Bytes of memory the limiter holds (the table, its headers and its tiers); fixed at
-    /// construction.
+    /// Bytes of memory the limiter holds (the table, its headers and its tiers): fixed at
+    /// construction, but for the 80 bytes that the first [`set_quota`](Self::set_quota)
+    /// allocates.
     ///
     /// ```
     /// use tollgate::{KeyedRateLimiter, Quota};
@@ -487,6 +573,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     pub fn memory(&self) -> usize {
         self.table.memory() + core::mem::size_of::<Self>() - core::mem::size_of::<Table>()
             + core::mem::size_of_val(&*self.tiers)
+            + self.quotas.memory()
     }
 
     /// The overflow policy.
@@ -502,7 +589,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     }
 
     /// The algorithm every key runs (unless overridden per call, see
-    /// [`check_key_with`](KeyedRateLimiter::check_key_with)).
+    /// [`check_key_with`](KeyedRateLimiter::check_key_with)): the one the limiter was built
+    /// with, or the last [`set_quota`](Self::set_quota) gave it.
     ///
     /// ```
     /// use tollgate::{Algorithm, KeyedRateLimiter, Quota};
@@ -510,8 +598,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// assert_eq!(l.algorithm().capacity(), 10);
     /// ```
     #[must_use]
-    pub fn algorithm(&self) -> &A {
-        &self.algorithm
+    pub fn algorithm(&self) -> A {
+        self.quotas.load().algorithm
     }
 
     /// The clock.
@@ -529,8 +617,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         &self.clock
     }
 
-    /// [`peek_key_n`](Self::peek_key_n) under `algorithm`: the limiter's own, or a tier's.
-    pub(crate) fn peek_key_as<Q, B>(&self, key: &Q, algorithm: &B, cost: u64) -> Decision
+    /// [`peek_key_n`](Self::peek_key_n) under the algorithm `pick` makes of the limiter's own
+    /// (its own, or a tier's).
+    pub(crate) fn peek_key_as<Q, B>(&self, key: &Q, pick: impl Fn(&A) -> B, cost: u64) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + ?Sized,
@@ -538,33 +627,34 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     {
         let probe = self.probe(key);
         let now = self.clock.now();
-        crate::algorithm::peek(algorithm, self.table.state(&probe), now, cost)
+        let (state, current) = self.table.state(&probe, &self.quotas);
+        crate::algorithm::peek(&pick(&current.algorithm), state, now, cost)
     }
 
-    /// The cheap path: one clock read, one lookup, one compare-and-swap loop.
-    #[inline]
-    fn apply<B: Algorithm>(&self, algorithm: &B, probe: &Probe, cost: u64) -> Result<(), Denied> {
-        self.apply_at(algorithm, probe, cost, self.clock.now())
-    }
-
+    /// The cheap path: one lookup, one compare-and-swap loop, deciding with the algorithm `pick`
+    /// makes of the limiter's own in `current` (or in a later generation, if a reconfiguration
+    /// overtakes the decision).
     #[inline]
     fn apply_at<B: Algorithm>(
         &self,
-        algorithm: &B,
+        current: Current<A>,
+        pick: impl Fn(&A) -> B,
         probe: &Probe,
         cost: u64,
         now: Nanos,
     ) -> Result<(), Denied> {
-        let step = |state| match algorithm.transition(state, now, cost) {
+        let step = |state, current: &Current<A>| match pick(&current.algorithm)
+            .transition(state, now, cost)
+        {
             Transition::Allow { state } => (Ok(()), state),
             Transition::Deny { retry_after } => (Err(Denied::new(retry_after)), state),
         };
-        // The request is decided by `algorithm` (a tier's quota, for `check_key_with`), but the
-        // entries a new key may displace are judged by the limiter's own: for GCRA, each by the
-        // room of its own class, which the table holds.
+        // The request is decided by `pick`'s algorithm (a tier's quota, for `check_key_with`),
+        // but the entries a new key may displace are judged by the limiter's own: for GCRA,
+        // each by the room of its own class.
         match self
             .table
-            .update(probe, &self.algorithm, now, self.overflow, step)
+            .update(probe, &self.quotas, current, now, self.overflow, step)
         {
             Ok(outcome) => outcome,
             Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
@@ -573,31 +663,22 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     }
 
     #[inline]
-    fn decide_with<B: Algorithm>(
-        &self,
-        algorithm: &B,
-        probe: &Probe,
-        cost: u64,
-    ) -> Result<Decision, InsufficientCapacity> {
-        self.decide_at(algorithm, probe, cost, self.clock.now())
-    }
-
-    #[inline]
     fn decide_at<B: Algorithm>(
         &self,
-        algorithm: &B,
+        current: Current<A>,
+        pick: impl Fn(&A) -> B,
         probe: &Probe,
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
-        let capacity = algorithm.capacity();
+        let capacity = pick(&current.algorithm).capacity();
         InsufficientCapacity::check(cost, capacity)?;
-        let step = |state| algorithm.decide(state, now, cost);
+        let step = |state, current: &Current<A>| pick(&current.algorithm).decide(state, now, cost);
         // Entries are judged by the limiter's own algorithm, as in `apply_at`.
         Ok(
             match self
                 .table
-                .update(probe, &self.algorithm, now, self.overflow, step)
+                .update(probe, &self.quotas, current, now, self.overflow, step)
             {
                 Ok(decision) => decision,
                 Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => {
@@ -607,6 +688,18 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
             },
         )
     }
+
+    /// The generations of the algorithm, for the layers of an all-or-nothing check.
+    #[inline]
+    pub(crate) fn quotas(&self) -> &Generations<A> {
+        &self.quotas
+    }
+}
+
+/// The limiter's own algorithm, as a request under it decides with it.
+#[inline]
+fn own<A: Copy>(algorithm: &A) -> A {
+    *algorithm
 }
 
 impl<K: ?Sized, A, C, S> KeyedRateLimiter<K, A, C, S> {
@@ -719,9 +812,12 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let (tier, class) = self.tier(quota);
+        let probe = self.probe(key);
+        let current = self.quotas.load();
+        let (tier, class) = self.tier(quota, &current);
         InsufficientCapacity::check(cost, tier.capacity())?;
-        Ok(self.apply(&tier, &self.probe(key).with_class(class), cost)?)
+        let probe = probe.with_class(class);
+        Ok(self.apply_at(current, move |_| tier, &probe, cost, self.clock.now())?)
     }
 
     /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own, with
@@ -752,9 +848,11 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         K: Borrow<Q>,
         Q: Hash + ?Sized,
     {
-        let (tier, class) = self.tier(quota);
-        let probe = self.probe(key).with_class(class);
-        self.decide_at(&tier, &probe, cost, self.clock.now())
+        let probe = self.probe(key);
+        let current = self.quotas.load();
+        let (tier, class) = self.tier(quota, &current);
+        let probe = probe.with_class(class);
+        self.decide_at(current, move |_| tier, &probe, cost, self.clock.now())
     }
 
     /// [`peek_key_n`](Self::peek_key_n) under `quota` instead of the limiter's own.
@@ -783,21 +881,22 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     {
         let tier = Gcra::new(quota);
         InsufficientCapacity::check(cost, tier.capacity())?;
-        Ok(self.peek_key_as(key, &tier, cost))
+        Ok(self.peek_key_as(key, move |_| tier, cost))
     }
 
-    /// The algorithm for requests under `quota`, and the class of the entries they admit.
+    /// The algorithm for requests under `quota`, and the class of the entries they admit,
+    /// beside the limiter's own quota in `current`.
     #[inline]
-    fn tier(&self, quota: &Quota) -> (Gcra, usize) {
+    fn tier(&self, quota: &Quota, current: &Current<Gcra>) -> (Gcra, usize) {
         let tier = Gcra::new(quota);
-        (tier, self.class_of(&tier))
+        (tier, self.class_of(&tier, current))
     }
 
     /// The class of the entries that requests under `tier` admit: 0 for the limiter's own
     /// quota, `i + 1` for its tier `i`, [`UNDECLARED`] for any other.
     #[inline]
-    fn class_of(&self, tier: &Gcra) -> usize {
-        if *tier == self.algorithm {
+    fn class_of(&self, tier: &Gcra, current: &Current<Gcra>) -> usize {
+        if *tier == current.algorithm {
             return 0;
         }
         match self.tiers.iter().position(|declared| declared == tier) {
@@ -811,13 +910,14 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     #[inline]
     fn decide_as_tier_at(
         &self,
-        tier: &Gcra,
+        tier: Gcra,
         probe: &Probe,
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
-        let probe = probe.with_class(self.class_of(tier));
-        self.decide_at(tier, &probe, cost, now)
+        let current = self.quotas.load();
+        let probe = probe.with_class(self.class_of(&tier, &current));
+        self.decide_at(current, move |_| tier, &probe, cost, now)
     }
 }
 
@@ -826,7 +926,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> fmt::Debug
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedRateLimiter")
-            .field("algorithm", &self.algorithm)
+            .field("algorithm", &self.algorithm())
             .field("overflow", &self.overflow)
             .field("stats", &self.stats())
             .finish_non_exhaustive()

@@ -51,13 +51,14 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         Q: Hash + ?Sized,
     {
         let layer = self.layer(key);
-        InsufficientCapacity::check(cost, self.algorithm.capacity())?;
+        InsufficientCapacity::check(cost, self.algorithm().capacity())?;
         let now = self.clock.now();
         // A layer's reservation step: the reservation is built once, after the loop.
         let (hold, ready_at) = Turn::hold(&layer, now, cost, Nanos::from_duration(max_wait))?;
         let reservation = Reservation::keyed(
             &self.table,
-            layer.probe(),
+            // A cancel gives back only in the generation the hold was made in.
+            layer.probe().in_generation(hold.generation),
             &self.clock,
             (hold.before, hold.after),
             ready_at,

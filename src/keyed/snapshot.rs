@@ -8,7 +8,7 @@ use super::{KeyedBuilder, KeyedRateLimiter};
 use crate::algorithm::Algorithm;
 use crate::clock::Clock;
 use crate::snapshot::{wall_clock, Header, Kind, Reader, SnapshotError, Writer};
-use crate::store::IDENTITY;
+use crate::store::{GENERATION, IDENTITY};
 
 /// What a snapshot hashes to recognise the hasher that took it: the same hasher, seeded the
 /// same, hashes it to the same word.
@@ -19,7 +19,9 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// restart: long-lived limits ("3 per day") then survive a deploy. Keys are saved as their
     /// hashes, so the limiter that restores must hash as this one does (see
     /// [`KeyedBuilder::restore`]). Decisions may run meanwhile: each key is saved as one of its
-    /// decisions left it.
+    /// decisions left it. A limiter whose quota was changed ([`set_quota`](Self::set_quota))
+    /// is saved under its current quota, which the limiter that restores must be built with; a
+    /// change racing the snapshot waits for it.
     ///
     /// The snapshot takes 24 bytes a live key, and 200 more.
     ///
@@ -65,12 +67,15 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
 
     fn snapshot_with(&self, wall: u64) -> Vec<u8> {
         let clock = self.clock.now().as_nanos();
-        let entries = self.table.entries();
+        // Every entry is of the current generation while no reconfiguration runs.
+        let (entries, header) = self
+            .quotas
+            .steady(|current| (self.table.entries(), self.header(&current.algorithm)));
         let mut writer = Writer::new(&Header {
             wall,
             clock,
             entries: entries.len() as u64,
-            ..self.header()
+            ..header
         });
         for (position, tag, state) in entries {
             writer.u64(position);
@@ -80,13 +85,15 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         writer.finish()
     }
 
-    /// What a snapshot of this limiter records of its configuration.
-    fn header(&self) -> Header {
+    /// What a snapshot of this limiter records of its configuration, running `algorithm`.
+    fn header(&self, algorithm: &A) -> Header {
+        let mut rooms = self.table.rooms();
+        rooms[0] = algorithm.room();
         Header {
             kind: Kind::Table,
-            algorithm: self.algorithm.snapshot_id(),
+            algorithm: algorithm.snapshot_id(),
             fingerprint: self.hasher.hash_one(PROBE),
-            tiers: self.table.rooms(),
+            tiers: rooms,
             shape: self.table.shape(),
             wall: 0,
             clock: 0,
@@ -98,7 +105,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     /// the wall clock's `wall`.
     fn fill(&self, snapshot: &[u8], wall: u64) -> Result<(), SnapshotError> {
         let (header, mut entries) = Reader::open(snapshot)?;
-        header.check(&self.header())?;
+        let algorithm = self.algorithm();
+        header.check(&self.header(&algorithm))?;
         if header.algorithm.0 == 0 {
             return Err(SnapshotError::Mismatch { what: "algorithm" });
         }
@@ -112,11 +120,16 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         let mut keys = HashSet::with_capacity(header.entries as usize);
         for _ in 0..header.entries {
             let (position, tag, state) = (entries.u64()?, entries.u64()?, entries.u64()?);
-            // A key once: two states for it would be two answers.
-            if tag == 0 || state == u64::MAX || !keys.insert(tag & IDENTITY) {
+            // A key once: two states for it would be two answers. Tags are saved without
+            // their generation.
+            if tag == 0
+                || tag & GENERATION != 0
+                || state == u64::MAX
+                || !keys.insert(tag & IDENTITY)
+            {
                 return Err(SnapshotError::Corrupt { what: "entry" });
             }
-            if let Some(state) = self.algorithm.rebase(state, shift, now) {
+            if let Some(state) = algorithm.rebase(state, shift, now) {
                 if !self.table.place(position, tag, state) {
                     return Err(SnapshotError::Corrupt { what: "slot" });
                 }

@@ -78,7 +78,7 @@ use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied};
 use crate::keyed::KeyedRateLimiter;
 use crate::limiter::RateLimiter;
-use crate::store::{Loaded, Overflow, Overflowed, Probe, Seen};
+use crate::store::{Current, Loaded, Overflow, Overflowed, Probe, Seen};
 
 /// A limiter, or a keyed limiter's key, that can take part in an all-or-nothing check
 /// ([`Layers`]): `&RateLimiter` and [`KeyedLayer`] (from [`KeyedRateLimiter::layer`]).
@@ -304,8 +304,8 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
 impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
     for KeyedLayer<'a, K, A, C, S>
 {
-    /// The key's slot, if the look found it.
-    type Seen = Option<Seen<'a>>;
+    /// The key's slot, if the look found it, and the generation it was found in.
+    type Seen = (Option<Seen<'a>>, Current<A>);
 
     #[inline]
     fn now(&self) -> Nanos {
@@ -318,35 +318,41 @@ impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
     }
 
     #[inline]
-    fn look(&self, now: Nanos, cost: u64) -> (Option<Seen<'a>>, Result<(), Denied>) {
-        let (state, seen) = self.limiter.table().look(&self.probe);
-        (seen, look(self.limiter.algorithm(), state, now, cost))
+    fn look(&self, now: Nanos, cost: u64) -> ((Option<Seen<'a>>, Current<A>), Result<(), Denied>) {
+        let limiter = self.limiter;
+        let (state, seen, current) = limiter.table().look(&self.probe, limiter.quotas());
+        ((seen, current), look(&current.algorithm, state, now, cost))
     }
 
     #[inline]
-    fn hold(&self, seen: Option<Seen<'a>>, now: Nanos, cost: u64) -> Result<Hold, Denied> {
+    fn hold(
+        &self,
+        (seen, current): (Option<Seen<'a>>, Current<A>),
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Hold, Denied> {
         let limiter = self.limiter;
-        let algorithm = limiter.algorithm();
         let overflow = limiter.overflow();
-        let step = |word| step(algorithm, word, now, cost);
-        match limiter
-            .table()
-            .update_seen(seen, &self.probe, algorithm, now, overflow, step)
-        {
-            Ok(outcome) => outcome.map(|[before, after]| Hold {
+        // The outcome keeps the generation it was decided in: a hold is released only in it.
+        let step = |word, current: &Current<A>| {
+            let (held, next) = step(&current.algorithm, word, now, cost);
+            ((held, current.generation), next)
+        };
+        let quotas = limiter.quotas();
+        let hold = |(held, generation): (Result<[u64; 2], Denied>, u64), recorded| {
+            held.map(|[before, after]| Hold {
                 before,
                 after,
-                recorded: true,
-                generation: 0,
-            }),
-            Err(Overflowed { fresh, .. }) if overflow == Overflow::Allow => {
-                fresh.map(|[before, after]| Hold {
-                    before,
-                    after,
-                    recorded: false,
-                    generation: 0,
-                })
-            }
+                recorded,
+                generation,
+            })
+        };
+        match limiter
+            .table()
+            .update_seen(seen, current, &self.probe, quotas, now, overflow, step)
+        {
+            Ok(outcome) => hold(outcome, true),
+            Err(Overflowed { fresh, .. }) if overflow == Overflow::Allow => hold(fresh, false),
             Err(Overflowed { retry_after, .. }) => Err(Denied::no_room(retry_after)),
         }
     }
@@ -356,24 +362,35 @@ impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
         if !hold.recorded || hold.before == hold.after {
             return;
         }
-        let algorithm = self.limiter.algorithm();
+        // A hold from a generation since converted was converted with the rest of the state.
+        let Some(algorithm) = self.limiter.quotas().of(hold.generation) else {
+            return;
+        };
         let now = self.limiter.clock().now();
         let held = [hold.before, hold.after];
-        self.limiter.table().update_existing(&self.probe, |state| {
-            ((), Sealed::release(algorithm, state, held, cost, now))
+        let probe = self.probe.in_generation(hold.generation);
+        self.limiter.table().update_existing(&probe, |state| {
+            ((), Sealed::release(&algorithm, state, held, cost, now))
         });
     }
 
     fn decision(&self, hold: Option<Hold>, now: Nanos, cost: u64) -> Decision {
-        let algorithm = self.limiter.algorithm();
+        let quotas = self.limiter.quotas();
+        let of_hold = |hold: &Hold| {
+            quotas
+                .of(hold.generation)
+                .unwrap_or_else(|| self.limiter.algorithm())
+        };
         match hold {
-            Some(Hold {
-                recorded: false, ..
-            }) => algorithm.decide(0, now, cost).0.overflowed(),
-            Some(hold) => algorithm.decide(hold.before, now, cost).0,
+            Some(
+                hold @ Hold {
+                    recorded: false, ..
+                },
+            ) => of_hold(&hold).decide(0, now, cost).0.overflowed(),
+            Some(hold) => of_hold(&hold).decide(hold.before, now, cost).0,
             None => {
-                let state = self.limiter.table().state(&self.probe);
-                crate::algorithm::peek(algorithm, state, now, cost)
+                let (state, current) = self.limiter.table().state(&self.probe, quotas);
+                crate::algorithm::peek(&current.algorithm, state, now, cost)
             }
         }
     }
@@ -390,7 +407,7 @@ impl<K: ?Sized, A, C, S> KeyedLayer<'_, K, A, C, S> {
 impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> fmt::Debug for KeyedLayer<'_, K, A, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedLayer")
-            .field("algorithm", self.limiter.algorithm())
+            .field("algorithm", &self.limiter.algorithm())
             .finish_non_exhaustive()
     }
 }

@@ -9,7 +9,7 @@ use crate::algorithm::{Gcra, Transition};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Denied, InsufficientCapacity};
 use crate::limiter::RateLimiter;
-use crate::store::{Overflow, Overflowed};
+use crate::store::{Current, Overflow, Overflowed};
 use core::hash::BuildHasher;
 
 /// A layer that can take reservations: a GCRA limiter, or a key of a keyed GCRA limiter. See
@@ -369,12 +369,13 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> Turn for KeyedLayer<'_, K, Gcra, C, S>
     }
 
     fn capacity(&self) -> u64 {
-        crate::algorithm::Algorithm::capacity(self.limiter.algorithm())
+        crate::algorithm::Algorithm::capacity(&self.limiter.algorithm())
     }
 
     fn look(&self, now: Nanos, cost: u64, max_wait: Nanos) -> Result<(), Denied> {
-        let word = self.limiter.table().state(&self.probe);
-        step(self.limiter.algorithm(), word, now, cost, max_wait)
+        let limiter = self.limiter;
+        let (word, current) = limiter.table().state(&self.probe, limiter.quotas());
+        step(&current.algorithm, word, now, cost, max_wait)
             .0
             .map(|_| ())
     }
@@ -382,25 +383,43 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> Turn for KeyedLayer<'_, K, Gcra, C, S>
     #[inline]
     fn hold(&self, now: Nanos, cost: u64, max_wait: Nanos) -> Result<(Hold, Nanos), Denied> {
         let limiter = self.limiter;
-        let gcra = limiter.algorithm();
+        let quotas = limiter.quotas();
         let overflow = limiter.overflow();
-        let step = |word| step(gcra, word, now, cost, max_wait);
+        // The outcome keeps the generation it was decided in: a hold is given back only in it.
+        let step = |word, current: &Current<Gcra>| {
+            let (held, next) = step(&current.algorithm, word, now, cost, max_wait);
+            ((held, *current), next)
+        };
         match limiter
             .table()
-            .update(&self.probe, gcra, now, overflow, step)
+            .update(&self.probe, quotas, quotas.load(), now, overflow, step)
         {
-            Ok(held) => Ok(turn(gcra, held?, now, true, 0)),
-            Err(Overflowed { fresh, .. }) if overflow == Overflow::Allow => {
-                Ok(turn(gcra, fresh?, now, false, 0))
-            }
+            Ok((held, current)) => Ok(turn(
+                &current.algorithm,
+                held?,
+                now,
+                true,
+                current.generation,
+            )),
+            Err(Overflowed {
+                fresh: (fresh, current),
+                ..
+            }) if overflow == Overflow::Allow => Ok(turn(
+                &current.algorithm,
+                fresh?,
+                now,
+                false,
+                current.generation,
+            )),
             Err(Overflowed { retry_after, .. }) => Err(Denied::no_room(retry_after)),
         }
     }
 
     fn cancel(&self, hold: Hold) -> bool {
+        let probe = self.probe.in_generation(hold.generation);
         self.limiter
             .table()
-            .update_existing(&self.probe, give_back(hold))
+            .update_existing(&probe, give_back(hold))
             == Some(true)
     }
 }

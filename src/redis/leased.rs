@@ -24,7 +24,7 @@ use super::{Error, LeaseGrant, RedisGcra, RedisStats};
 use crate::clock::{Clock, Nanos, TscClock};
 use crate::decision::{Denied, InsufficientCapacity};
 use crate::error::BuildError;
-use crate::store::{Overflow, Probe, Table, CLASSES};
+use crate::store::{Generations, Overflow, Probe, Table, CLASSES};
 
 /// A GCRA limit per key, shared through Redis as a [`RedisKeyedRateLimiter`]'s is, but spent
 /// locally: each process takes a lease of a key's budget from Redis in one round trip and
@@ -90,6 +90,8 @@ struct Inner<C> {
     /// Milliseconds, at least 1.
     lifetime: u64,
     table: Table,
+    /// The table's algorithm: the lease words' own, never reconfigured.
+    budget: Generations<Budget>,
     /// The keys the table holds.
     capacity: usize,
     hasher: ahash::RandomState,
@@ -202,6 +204,7 @@ impl<C> RedisBuilder<C, LeasedKeyedRateLimiter<C>> {
             low_water: lease.size().div_ceil(2),
             lifetime: (lifetime.as_millis() as u64).max(1),
             table,
+            budget: Generations::new(Budget),
             capacity: lease.keys(),
             hasher: ahash::RandomState::new(),
             clock: TscClock::new(),
@@ -247,9 +250,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeasedKeyedRateLimiter<C
         let mut renewed = None;
         loop {
             let now = inner.clock.now();
-            let spent = inner.table.update(&probe, &Budget, now, POLICY, |word| {
-                spend(word, cost, millis(now), inner.low_water)
-            });
+            let spent = inner.table.update(
+                &probe,
+                &inner.budget,
+                inner.budget.load(),
+                now,
+                POLICY,
+                |word, _| spend(word, cost, millis(now), inner.low_water),
+            );
             return match spent {
                 Ok(Spend::Spent { renew }) => {
                     if renew {
@@ -305,14 +313,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeasedKeyedRateLimiter<C
         for (hash, lease) in held {
             let probe = inner.table.probe(hash);
             let now = inner.clock.now();
-            let taken = inner.table.update(&probe, &Budget, now, POLICY, |word| {
-                let held = Held::unpack(word);
-                if held.renewing || held.count == 0 {
-                    (0, word)
-                } else {
-                    (held.count, Held { count: 0, ..held }.pack())
-                }
-            });
+            let taken = inner.table.update(
+                &probe,
+                &inner.budget,
+                inner.budget.load(),
+                now,
+                POLICY,
+                |word, _| {
+                    let held = Held::unpack(word);
+                    if held.renewing || held.count == 0 {
+                        (0, word)
+                    } else {
+                        (held.count, Held { count: 0, ..held }.pack())
+                    }
+                },
+            );
             let taken = taken.unwrap_or(0);
             let give_back = taken.min(lease.granted);
             let mut back = 0;
@@ -355,7 +370,7 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> LeasedKeyedRateLimiter<C
     pub fn held(&self, key: impl AsRef<[u8]>) -> u64 {
         let inner = &*self.inner;
         let probe = inner.table.probe(inner.hasher.hash_one(key.as_ref()));
-        let held = Held::unpack(inner.table.state(&probe));
+        let held = Held::unpack(inner.table.state(&probe, &inner.budget).0);
         if held.is_live(millis(inner.clock.now())) {
             held.count
         } else {
@@ -475,9 +490,14 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
             }
         }
         let now = self.clock.now();
-        let done = self.table.update(probe, &Budget, now, POLICY, |word| {
-            complete(word, &grant, cost, millis(now), self.lifetime)
-        });
+        let done = self.table.update(
+            probe,
+            &self.budget,
+            self.budget.load(),
+            now,
+            POLICY,
+            |word, _| complete(word, &grant, cost, millis(now), self.lifetime),
+        );
         self.renewed.notify_waiters();
         // Without room to keep the lease, the request is still decided by what was granted,
         // and the rest is dropped.
@@ -522,16 +542,21 @@ impl<C: ConnectionLike + Clone + Send + Sync + 'static> Inner<C> {
 
     /// Lets go of a claim on the key's word, leaving its lease as it is.
     fn let_go(&self, probe: &Probe) {
-        let _ = self
-            .table
-            .update(probe, &Budget, self.clock.now(), POLICY, |word| {
+        let _ = self.table.update(
+            probe,
+            &self.budget,
+            self.budget.load(),
+            self.clock.now(),
+            POLICY,
+            |word, _| {
                 let held = Held::unpack(word);
                 let next = Held {
                     renewing: false,
                     ..held
                 };
                 ((), next.pack())
-            });
+            },
+        );
         self.renewed.notify_waiters();
     }
 

@@ -167,7 +167,7 @@ where
         key: &K,
         cost: u64,
     ) -> Result<Result<Decision, InsufficientCapacity>, Mismatch> {
-        let own = *self.keyed.algorithm();
+        let own = self.keyed.algorithm();
         self.step_as(key, own, cost, |keyed| keyed.decide_key(key, cost))
     }
 
@@ -278,7 +278,7 @@ where
         let after = self.keyed.stats();
         let algorithm = match self.held.remove(key) {
             Some(limiter) => limiter.algorithm(),
-            None => *self.keyed.algorithm(),
+            None => self.keyed.algorithm(),
         };
         if after != before {
             return at.fail(format!("the counters moved from {before:?} to {after:?}"));
@@ -393,7 +393,8 @@ where
 
     /// The table's peek of `key` under `algorithm`, the key's own.
     fn peek(&self, key: &K, algorithm: &A) -> Decision {
-        self.keyed.peek_key_as(key, algorithm, 1)
+        let algorithm = *algorithm;
+        self.keyed.peek_key_as(key, move |_| algorithm, 1)
     }
 
     /// A direct limiter of `algorithm` on the table's clock, in the fresh state.

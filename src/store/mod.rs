@@ -81,6 +81,7 @@
 
 mod cell;
 mod config;
+mod generations;
 mod layout;
 mod overflow;
 mod table;
@@ -88,7 +89,9 @@ mod table;
 pub(crate) use cell::{Loaded, StateCell};
 #[cfg(feature = "redis")]
 pub(crate) use config::Versions;
-pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES, IDENTITY};
+pub use generations::Current;
+pub(crate) use generations::Generations;
+pub(crate) use layout::{shards_for, table_bytes, Probe, CLASSES, GENERATION, IDENTITY};
 pub(crate) use overflow::Overflowed;
 pub use overflow::{KeyedStats, Overflow};
 pub(crate) use table::{Seen, Table};

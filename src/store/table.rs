@@ -22,13 +22,15 @@
 
 use crossbeam_utils::CachePadded;
 
-use super::layout::{class_of, Layout, Probe, CLASSES, GROUP, IDENTITY};
+use super::generations::{Current, Generations};
+use super::layout::{class_of, in_generation, Layout, Probe, CLASSES, GENERATION, GROUP, IDENTITY};
 use super::overflow::{KeyedStats, Overflow, Overflowed};
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::error::BuildError;
 use crate::sync::{
-    backoff, fence, prefetch, AtomicU128, AtomicU64, Native, Ordering::Relaxed, Ordering::SeqCst,
+    backoff, fence, prefetch, AtomicU128, AtomicU64, Native,
+    Ordering::{Acquire, Relaxed, Release, SeqCst},
     Portable, Wide,
 };
 
@@ -60,10 +62,34 @@ const fn tag_of(word: u128) -> u64 {
     word as u64
 }
 
-/// Whether two tags name the same key: they agree on everything but the class.
+/// Whether two tags name the same key: they agree on everything but the class and the
+/// generation.
 #[inline]
 const fn same_key(a: u64, b: u64) -> bool {
     (a ^ b) & IDENTITY == 0
+}
+
+/// Whether a request tagged `request` may decide on the state of an entry tagged `stored`: the
+/// same key, in the same generation (a state means something only beside its generation's
+/// algorithm). The class may differ: a key changing tiers keeps its GCRA schedule.
+#[inline]
+const fn decides_on(stored: u64, request: u64) -> bool {
+    (stored ^ request) & (IDENTITY | GENERATION) == 0
+}
+
+/// An entry's state carried from the algorithm `from` into `to` at `at`, for a reconfiguration:
+/// an entry of the table's own quota (class 0) carries over what it has left
+/// ([`Algorithm::carry_over`]), or becomes fresh if it was idle, as a key the table does not
+/// hold is; a tier's entry keeps its schedule (its quota has not changed).
+#[inline]
+fn converted<A: Algorithm>(tag: u64, state: u64, from: &A, at: Nanos, to: &A) -> u64 {
+    if class_of(tag) != 0 {
+        state
+    } else if from.is_idle(state, at) {
+        0
+    } else {
+        from.carry_over(state, at, to)
+    }
 }
 
 #[inline]
@@ -120,12 +146,14 @@ impl Scan {
     }
 }
 
-/// A key's slot as [`Table::look`] found it, and the word it held. Public, in a private
-/// module, for the sealed steps of a layered check.
+/// A key's slot as [`Table::look`] found it, the word it held, and the tag of the request that
+/// found it (its generation's). Public, in a private module, for the sealed steps of a layered
+/// check.
 #[derive(Clone, Copy)]
 pub struct Seen<'a> {
     slot: &'a AtomicU128,
     word: u128,
+    tag: u64,
 }
 
 impl core::fmt::Debug for Seen<'_> {
@@ -200,13 +228,16 @@ impl Table {
         (self.shards.len() as u32, self.groups_per_shard)
     }
 
-    /// Each class's room (see [`Table::rooms`]).
+    /// Each class's room (see [`Table::rooms`]); class 0's is the room of the algorithm the
+    /// table was built with.
     pub(crate) fn rooms(&self) -> [u64; CLASSES] {
         self.rooms
     }
 
-    /// Every live entry, as `(slot position, tag, state)`, each as one load found it: a
-    /// snapshot's contents. Decisions racing the walk fall on either side of it, key by key.
+    /// Every live entry, as `(slot position, tag, state)`, each as one load found it, its tag
+    /// without its generation: a snapshot's contents, taken while no reconfiguration runs (all
+    /// entries are then of the current generation). Decisions racing the walk fall on either
+    /// side of it, key by key.
     pub(crate) fn entries(&self) -> Vec<(u64, u64, u64)> {
         match self.native {
             Some(native) => self.entries_with(native),
@@ -223,7 +254,7 @@ impl Table {
                 let (tag, state) = (tag_of(word), state_of(word));
                 (tag != 0 && state != RESERVED && state != 0).then_some((
                     position as u64,
-                    tag,
+                    tag & !GENERATION,
                     state,
                 ))
             })
@@ -293,11 +324,12 @@ impl Table {
     /// A key has at most one live slot, so the order of the scan decides only how soon it is
     /// found.
     ///
-    /// Only a slot whose tag is the probe's, class included, is found: a check's fast path
-    /// compares whole tags, about a tenth faster than masking off the class (`benches/ab.sh`),
-    /// and a key whose entry is of another class (one that changed tiers) is found by the scan
-    /// of [`update_slow`](Table::update_slow). [`find_any_class`](Table::find_any_class) is the
-    /// lookup that ignores classes.
+    /// Only a slot whose tag is the probe's, class and generation included, is found: a check's
+    /// fast path compares whole tags, about a tenth faster than masking off the class
+    /// (`benches/ab.sh`), and a key whose entry is of another class (one that changed tiers) or
+    /// generation (a reconfiguration is converting the table) is found by the scan of
+    /// [`update_slow`](Table::update_slow). [`find_any`](Table::find_any) is the lookup that
+    /// ignores both.
     ///
     /// A shard with a single group gives both scans the same group from two starts: together
     /// they still reach every slot.
@@ -306,8 +338,8 @@ impl Table {
         self.find_where(wide, probe, |tag| tag == probe.tag)
     }
 
-    /// [`find`](Table::find) of the key's live slot whatever its class: for peeks and resets.
-    fn find_any_class<W: Wide>(&self, wide: W, probe: &Probe) -> Option<(&AtomicU128, u128)> {
+    /// [`find`](Table::find) of the key's live slot whatever its class and generation.
+    fn find_any<W: Wide>(&self, wide: W, probe: &Probe) -> Option<(&AtomicU128, u128)> {
         self.find_where(wide, probe, |tag| same_key(tag, probe.tag))
     }
 
@@ -364,59 +396,115 @@ impl Table {
         }
     }
 
-    /// The state of the probe's key, or the fresh word if it has none: for peeks, which never
-    /// insert.
-    pub(crate) fn state(&self, probe: &Probe) -> u64 {
-        let found = match self.native {
-            Some(native) => self.find_any_class(native, probe),
-            None => self.find_any_class(Portable, probe),
-        };
-        found.map_or(0, |(_, word)| state_of(word))
+    /// The state of the probe's key, or the fresh word if it has none, as the current
+    /// generation's algorithm reads it (an entry a reconfiguration has yet to convert is
+    /// converted for the reading, not in its slot), with that generation: for peeks, which
+    /// never insert.
+    pub(crate) fn state<A: Algorithm>(
+        &self,
+        probe: &Probe,
+        quotas: &Generations<A>,
+    ) -> (u64, Current<A>) {
+        match self.native {
+            Some(native) => self.state_with(native, probe, quotas),
+            None => self.state_with(Portable, probe, quotas),
+        }
+    }
+
+    fn state_with<W: Wide, A: Algorithm>(
+        &self,
+        wide: W,
+        probe: &Probe,
+        quotas: &Generations<A>,
+    ) -> (u64, Current<A>) {
+        loop {
+            // A word of a later generation than the one loaded before it makes the next load
+            // see that generation (see the module docs on reconfiguration).
+            fence(Acquire);
+            let current = quotas.load();
+            let Some((_, word)) = self.find_any(wide, probe) else {
+                return (0, current);
+            };
+            let (tag, state) = (tag_of(word), state_of(word));
+            match self.generation_of(tag, quotas, &current) {
+                Generation::Current => return (state, current),
+                Generation::Previous(from, at) => {
+                    return (
+                        converted(tag, state, &from, at, &current.algorithm),
+                        current,
+                    )
+                }
+                Generation::Later => continue,
+            }
+        }
     }
 
     /// The state of the probe's key (the fresh word if it has none), and where it was found
-    /// under the probe's own class: for a decision that looks before it writes (a layer of an
-    /// all-or-nothing check), which then hands the find to [`update_seen`](Table::update_seen)
-    /// instead of finding the key again.
+    /// under the probe's own class, in the current generation: for a decision that looks
+    /// before it writes (a layer of an all-or-nothing check), which then hands the find to
+    /// [`update_seen`](Table::update_seen) instead of finding the key again.
     #[inline]
-    pub(crate) fn look(&self, probe: &Probe) -> (u64, Option<Seen<'_>>) {
+    pub(crate) fn look<A: Algorithm>(
+        &self,
+        probe: &Probe,
+        quotas: &Generations<A>,
+    ) -> (u64, Option<Seen<'_>>, Current<A>) {
+        let current = quotas.load();
+        let probe = probe.in_generation(current.generation);
         let found = match self.native {
-            Some(native) => self.find(native, probe),
-            None => self.find(Portable, probe),
+            Some(native) => self.find(native, &probe),
+            None => self.find(Portable, &probe),
         };
         match found {
-            Some((slot, word)) => (state_of(word), Some(Seen { slot, word })),
-            None => (self.state(probe), None),
+            Some((slot, word)) => {
+                let seen = Seen {
+                    slot,
+                    word,
+                    tag: probe.tag,
+                };
+                (state_of(word), Some(seen), current)
+            }
+            None => {
+                let (state, current) = self.state(&probe, quotas);
+                (state, None, current)
+            }
         }
     }
 
     /// [`update`](Table::update), starting from what [`look`](Table::look) found: the key's
-    /// slot and the word it held then (the compare-and-swap loop reloads it if it changed), or
-    /// nothing, for a key that is looked for again and inserted.
+    /// slot and the word it held then in `current`, the generation it was found in (the
+    /// compare-and-swap loop reloads the word if it changed), or nothing, for a key that is
+    /// looked for again and inserted.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn update_seen<A: Algorithm, T>(
         &self,
         seen: Option<Seen<'_>>,
+        current: Current<A>,
         probe: &Probe,
-        algorithm: &A,
+        quotas: &Generations<A>,
         now: Nanos,
         policy: Overflow,
-        mut step: impl FnMut(u64) -> (T, u64),
+        mut step: impl FnMut(u64, &Current<A>) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
-        match (self.native, seen) {
-            (Some(native), Some(Seen { slot, word })) => {
-                if let Some(outcome) = self.decide(native, slot, word, probe.tag, &mut step) {
+        let Some(Seen { slot, word, tag }) = seen else {
+            return self.update(probe, quotas, current, now, policy, step);
+        };
+        match self.native {
+            Some(native) => {
+                let mut in_current = |state| step(state, &current);
+                if let Some(outcome) = self.decide(native, slot, word, tag, &mut in_current) {
                     return Ok(outcome);
                 }
-                self.update_slow(native, probe, algorithm, now, policy, step)
+                self.update_slow(native, probe, quotas, now, policy, step)
             }
-            (None, Some(Seen { slot, word })) => {
-                if let Some(outcome) = self.decide(Portable, slot, word, probe.tag, &mut step) {
+            None => {
+                let mut in_current = |state| step(state, &current);
+                if let Some(outcome) = self.decide(Portable, slot, word, tag, &mut in_current) {
                     return Ok(outcome);
                 }
-                self.update_slow(Portable, probe, algorithm, now, policy, step)
+                self.update_slow(Portable, probe, quotas, now, policy, step)
             }
-            (_, None) => self.update(probe, algorithm, now, policy, step),
         }
     }
 
@@ -427,14 +515,30 @@ impl Table {
     /// It is a decision like any other (a compare-and-swap of the whole word from the state it
     /// read to the fresh one), so it is ordered with the key's other decisions. An insert of the
     /// key still in progress (a reservation, not yet published) is not waited for: it decides on
-    /// the fresh state, which is what the reset leaves, so the reset is ordered before it.
+    /// the fresh state, which is what the reset leaves, so the reset is ordered before it. The
+    /// fresh state is fresh under every algorithm: the entry keeps its generation.
     pub(crate) fn reset(&self, probe: &Probe) {
-        self.update_existing(probe, |_| ((), 0));
+        match self.native {
+            Some(native) => self.reset_with(native, probe),
+            None => self.reset_with(Portable, probe),
+        }
     }
 
-    /// Applies `step` to the state of the probe's key if it has a slot, as
-    /// [`update`](Table::update) does, but never inserts: `None` if the key has no slot. For
-    /// writes that only make sense on a state the key already has (a cancelled reservation).
+    fn reset_with<W: Wide>(&self, wide: W, probe: &Probe) {
+        while let Some((slot, word)) = self.find_any(wide, probe) {
+            let tag = probe.tag & !GENERATION | tag_of(word) & GENERATION;
+            if word == pack(tag, 0) || wide.compare_exchange(slot, word, pack(tag, 0)).is_ok() {
+                return;
+            }
+            // The slot changed under us: look again, in case the key moved.
+        }
+    }
+
+    /// Applies `step` to the state of the probe's key if it has a slot of the probe's generation,
+    /// as [`update`](Table::update) does, but never inserts: `None` if the key has no slot, or
+    /// its entry has been converted into a later generation since. For writes that only make
+    /// sense on the state the key had when a decision was made in that generation (a cancelled
+    /// reservation, a released hold: what they would give back was converted with the rest).
     pub(crate) fn update_existing<T>(
         &self,
         probe: &Probe,
@@ -452,7 +556,10 @@ impl Table {
         probe: &Probe,
         mut step: impl FnMut(u64) -> (T, u64),
     ) -> Option<T> {
-        while let Some((slot, word)) = self.find_any_class(wide, probe) {
+        while let Some((slot, word)) = self.find_any(wide, probe) {
+            if !decides_on(tag_of(word), probe.tag) {
+                return None;
+            }
             if let Some(outcome) = self.decide(wide, slot, word, probe.tag, &mut step) {
                 return Some(outcome);
             }
@@ -492,13 +599,64 @@ impl Table {
         }
     }
 
+    /// Converts every entry of the generation before `current` into it, for a reconfiguration
+    /// that has just published `current`'s number, and kills every reservation of that earlier
+    /// generation, so that no entry of it is published after the walk: when this returns, every
+    /// entry of the table is of `current`'s generation.
+    ///
+    /// Each conversion is a compare-and-swap of the entry's whole word, ordered with the key's
+    /// decisions as one more of them; a decision that finds the entry first converts it itself
+    /// (see [`update_slow`](Table::update_slow)).
+    pub(crate) fn convert_all<A: Algorithm>(&self, quotas: &Generations<A>, current: &Current<A>) {
+        match self.native {
+            Some(native) => self.convert_all_with(native, quotas, current),
+            None => self.convert_all_with(Portable, quotas, current),
+        }
+    }
+
+    fn convert_all_with<W: Wide, A: Algorithm>(
+        &self,
+        wide: W,
+        quotas: &Generations<A>,
+        current: &Current<A>,
+    ) {
+        // Known while the reconfiguration that called us holds its lock.
+        let Some((from, at)) = quotas.conversion(current.generation) else {
+            return;
+        };
+        let generation = in_generation(0, current.generation);
+        // The new generation's number, stored before, is visible to every inserter that
+        // validates after this walk misses its reservation (see the module docs).
+        fence(SeqCst);
+        for slot in self.groups.iter().flat_map(|group| &group.slots) {
+            let mut word = wide.load(slot);
+            loop {
+                let (tag, state) = (tag_of(word), state_of(word));
+                if tag == 0 || tag & GENERATION == generation {
+                    break;
+                }
+                let next = if state == RESERVED {
+                    KILLED
+                } else {
+                    let tag = in_generation(tag, current.generation);
+                    pack(tag, converted(tag, state, &from, at, &current.algorithm))
+                };
+                match wide.compare_exchange(slot, word, next) {
+                    Ok(_) => break,
+                    Err(actual) => word = actual,
+                }
+            }
+        }
+    }
+
     /// Applies `step` to the state of the probe's key, inserting the key if it is absent and `step`
-    /// writes. `step` returns the caller's outcome and the word to store (its argument when nothing
-    /// changes); it may be called several times, always with the current state. `algorithm`
+    /// writes. `step` is given the state and the generation whose algorithm it is of (`current`,
+    /// loaded by the caller, or a later one if a reconfiguration overtakes the call); it returns
+    /// the caller's outcome and the word to store (its argument when nothing changes), and may be
+    /// called several times, always with the current state. The generation's algorithm
     /// judges the other entries of the key's groups, for a new key: which are idle, which is
-    /// least constrained, and how soon one will be idle, and, with every tier's room learned so
-    /// far ([`learn_tier`](Table::learn_tier)), which are being limited; `step` may decide with
-    /// another algorithm (a tier's quota).
+    /// least constrained, and how soon one will be idle, and, with every tier's room,
+    /// which are being limited; `step` may decide with another algorithm (a tier's quota).
     ///
     /// # Errors
     ///
@@ -508,65 +666,80 @@ impl Table {
     pub(crate) fn update<A: Algorithm, T>(
         &self,
         probe: &Probe,
-        algorithm: &A,
+        quotas: &Generations<A>,
+        current: Current<A>,
         now: Nanos,
         policy: Overflow,
-        step: impl FnMut(u64) -> (T, u64),
+        step: impl FnMut(u64, &Current<A>) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
         match self.native {
-            Some(native) => self.update_with(native, probe, algorithm, now, policy, step),
-            None => self.update_with(Portable, probe, algorithm, now, policy, step),
+            Some(native) => self.update_with(native, probe, quotas, current, now, policy, step),
+            None => self.update_with(Portable, probe, quotas, current, now, policy, step),
         }
     }
 
     /// [`update`](Table::update) with the table's slot operations.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn update_with<W: Wide, A: Algorithm, T>(
         &self,
         wide: W,
         probe: &Probe,
-        algorithm: &A,
+        quotas: &Generations<A>,
+        current: Current<A>,
         now: Nanos,
         policy: Overflow,
-        mut step: impl FnMut(u64) -> (T, u64),
+        mut step: impl FnMut(u64, &Current<A>) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
-        // The common case, kept small enough to inline into the caller: the key is there, and
-        // its compare-and-swap loop decides.
-        if let Some((slot, word)) = self.find(wide, probe) {
-            if let Some(outcome) = self.decide(wide, slot, word, probe.tag, &mut step) {
+        // The common case, kept small enough to inline into the caller: the key is there, of
+        // the current generation, and its compare-and-swap loop decides.
+        let found = probe.in_generation(current.generation);
+        if let Some((slot, word)) = self.find(wide, &found) {
+            let mut in_current = |state| step(state, &current);
+            if let Some(outcome) = self.decide(wide, slot, word, found.tag, &mut in_current) {
                 return Ok(outcome);
             }
         }
-        self.update_slow(wide, probe, algorithm, now, policy, step)
+        self.update_slow(wide, probe, quotas, now, policy, step)
     }
 
     /// [`update`](Table::update) for a key that [`find`](Table::find) did not find, or whose slot
-    /// went to another key under it: look again at every slot, then insert.
+    /// went to another key under it, or was converted into a later generation: look again at
+    /// every slot, in the generation current now, then insert.
     #[inline(never)]
     fn update_slow<W: Wide, A: Algorithm, T>(
         &self,
         wide: W,
         probe: &Probe,
-        algorithm: &A,
+        quotas: &Generations<A>,
         now: Nanos,
         policy: Overflow,
-        mut step: impl FnMut(u64) -> (T, u64),
+        mut step: impl FnMut(u64, &Current<A>) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
-        let probe = *probe;
         let mut patience = PATIENCE;
         loop {
+            // A word of a later generation seen by the last look makes this load see that
+            // generation (see the module docs on reconfiguration).
+            fence(Acquire);
+            let current = quotas.load();
+            let probe = probe.in_generation(current.generation);
             // One load of every slot: it finds the key if it was published since the last look,
             // and otherwise is what the insertion chooses from.
             let scan = self.scan(wide, &probe);
+            if !self.up_to_date(wide, &probe, &scan, quotas, &current) {
+                continue;
+            }
+            let mut in_current = |state| step(state, &current);
             if let Some(i) = scan.find_live(probe.tag) {
                 let slot = self.slot(&probe, i);
-                match self.decide(wide, slot, scan.words[i], probe.tag, &mut step) {
+                match self.decide(wide, slot, scan.words[i], probe.tag, &mut in_current) {
                     Some(outcome) => return Ok(outcome),
-                    // The slot went to another key (ours was idle): look again.
+                    // The slot went to another key (ours was idle), or a reconfiguration
+                    // converted it: look again.
                     None => continue,
                 }
             }
-            let (outcome, fresh) = step(0);
+            let (outcome, fresh) = in_current(0);
             if fresh == 0 {
                 // Nothing to record (a cost of 0): no slot needed.
                 return Ok(outcome);
@@ -577,6 +750,7 @@ impl Table {
                 backoff();
                 continue;
             }
+            let algorithm = &current.algorithm;
             let Some(i) = self.choose(&probe, &scan, algorithm, now, policy) else {
                 self.stats(&probe).overflows.fetch_add(1, Relaxed);
                 return Err(Overflowed {
@@ -584,13 +758,15 @@ impl Table {
                     retry_after: self.time_to_room(&scan, algorithm, now),
                 });
             };
+            let old = scan.words[i];
             match self.insert(
                 wide,
                 &probe,
                 i,
-                scan.words[i],
+                old,
                 fresh,
-                algorithm,
+                quotas,
+                &current,
                 now,
                 &mut patience,
             ) {
@@ -600,8 +776,74 @@ impl Table {
         }
     }
 
-    /// The compare-and-swap loop on a live slot of `tag`. `None` if the slot stopped holding the
-    /// key (it was idle and another key took it).
+    /// Whether every entry of the scan is of `current`'s generation, the one the caller decides
+    /// in. Otherwise it converts the entries of the generation before it (a reconfiguration's
+    /// walk has yet to reach them), or finds that `current` is over, and the caller scans again.
+    fn up_to_date<W: Wide, A: Algorithm>(
+        &self,
+        wide: W,
+        probe: &Probe,
+        scan: &Scan,
+        quotas: &Generations<A>,
+        current: &Current<A>,
+    ) -> bool {
+        let mut up_to_date = true;
+        for i in 0..scan.len {
+            let word = scan.words[i];
+            let (tag, state) = (tag_of(word), state_of(word));
+            if tag == 0 || state == RESERVED || (tag ^ probe.tag) & GENERATION == 0 {
+                continue;
+            }
+            up_to_date = false;
+            match self.generation_of(tag, quotas, current) {
+                Generation::Previous(from, at) => {
+                    let tag = in_generation(tag, current.generation);
+                    let next = pack(tag, converted(tag, state, &from, at, &current.algorithm));
+                    // Whoever reads the converted word and then the generation's number sees
+                    // `current`'s (or a later one).
+                    fence(Release);
+                    // Failed: the slot changed, and the caller scans again.
+                    let _ = wide.compare_exchange(self.slot(probe, i), word, next);
+                }
+                Generation::Later => return false,
+                Generation::Current => {}
+            }
+        }
+        up_to_date
+    }
+
+    /// Which generation an entry tagged `tag` is of, beside the caller's `current`. `Current`
+    /// also for tags of no generation that the table can hold (see below).
+    fn generation_of<A: Algorithm>(
+        &self,
+        tag: u64,
+        quotas: &Generations<A>,
+        current: &Current<A>,
+    ) -> Generation<A> {
+        let bits = tag & GENERATION;
+        if bits == in_generation(0, current.generation) {
+            return Generation::Current;
+        }
+        if bits == in_generation(0, current.generation.wrapping_sub(1)) {
+            if let Some((from, at)) = quotas.conversion(current.generation) {
+                return Generation::Previous(from, at);
+            }
+        }
+        // The word was written in a generation after `current`, whose number the acquire fence
+        // makes this load see; or `current` is over anyway.
+        fence(Acquire);
+        if quotas.number() != current.generation {
+            return Generation::Later;
+        }
+        // Two bits count generations modulo four: a thread that stalled within one operation
+        // across four reconfigurations could leave an entry of a generation long gone. Its state
+        // is taken as the current one's rather than looked at for ever.
+        Generation::Current
+    }
+
+    /// The compare-and-swap loop on a live slot of the key, for a request tagged `tag`. `None`
+    /// if the slot stopped holding a state the request decides on: it was idle and another key
+    /// took it, or a reconfiguration converted it.
     #[inline]
     fn decide<W: Wide, T>(
         &self,
@@ -619,10 +861,11 @@ impl Table {
             }
             match wide.compare_exchange(slot, word, pack(tag, next)) {
                 Ok(_) => return Some(outcome),
-                // Still the key's state: decide again from it. A reservation with the key's tag
-                // holds no state yet (the slot went idle, to another key, and back to an inserter
-                // of this one): scan again, and decide on what that insert publishes.
-                Err(actual) if same_key(tag_of(actual), tag) && state_of(actual) != RESERVED => {
+                // Still the key's state, in the request's generation: decide again from it. A
+                // reservation with the key's tag holds no state yet (the slot went idle, to
+                // another key, and back to an inserter of this one): scan again, and decide on
+                // what that insert publishes.
+                Err(actual) if decides_on(tag_of(actual), tag) && state_of(actual) != RESERVED => {
                     word = actual
                 }
                 Err(_) => return None,
@@ -683,7 +926,10 @@ impl Table {
         // could still admit a request now, each judged by the quota of its own class: never one
         // that is being limited.
         let limited = |word: u128| {
-            let room = self.rooms[class_of(tag_of(word))];
+            let room = match class_of(tag_of(word)) {
+                0 => algorithm.room(),
+                class => self.rooms[class],
+            };
             algorithm.is_limited(state_of(word), now, room)
         };
         (0..scan.len)
@@ -713,10 +959,12 @@ impl Table {
         i: usize,
         old: u128,
         fresh: u64,
-        algorithm: &A,
+        quotas: &Generations<A>,
+        current: &Current<A>,
         now: Nanos,
         patience: &mut u32,
     ) -> Inserted {
+        let algorithm = &current.algorithm;
         let slot = self.slot(probe, i);
         let reserved = pack(probe.tag, RESERVED);
         if wide.compare_exchange(slot, old, reserved).is_err() {
@@ -732,11 +980,17 @@ impl Table {
         }
         // Our reservation must be visible before we look for another inserter's, and theirs
         // before they look for ours: with a SeqCst fence on both sides, at least one of the two
-        // scans sees the other reservation (see the module docs).
+        // scans sees the other reservation (see the module docs). The same holds against a
+        // reconfiguration's walk: it kills our reservation, or we see its generation.
         fence(SeqCst);
         if !self.validate(wide, probe, i, patience) {
             self.release(wide, probe, i);
             backoff();
+            return Inserted::Retry;
+        }
+        if quotas.number() != current.generation {
+            // Our fresh state is of a generation that is over.
+            self.release(wide, probe, i);
             return Inserted::Retry;
         }
         match wide.compare_exchange(slot, reserved, pack(probe.tag, fresh)) {
@@ -837,6 +1091,15 @@ enum Inserted {
     Retry,
 }
 
+/// Which generation an entry is of, beside the one a caller decides in.
+enum Generation<A> {
+    Current,
+    /// The one before, converted with this algorithm at this time.
+    Previous(A, Nanos),
+    /// A later one: the caller's generation is over.
+    Later,
+}
+
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
@@ -885,7 +1148,15 @@ mod tests {
         // `Some(admitted)`, or `None` if the key overflowed.
         let admitted = |h: u64| {
             let probe = t.probe(h);
-            let decided = t.update(&probe, &gcra, at, Overflow::Deny, |s| gcra.decide(s, at, 1));
+            let quotas = Generations::new(gcra);
+            let decided = t.update(
+                &probe,
+                &quotas,
+                quotas.load(),
+                at,
+                Overflow::Deny,
+                |s, _| gcra.decide(s, at, 1),
+            );
             decided.ok().map(|d| d.is_allowed())
         };
         // The starting slot is bits 40-42 of the hash; the low bits tell the keys apart.
@@ -988,9 +1259,15 @@ mod tests {
                     Portable.compare_exchange(slot(g, place), 0, word).unwrap();
                 }
             }
-            let decided = t.update(&probe, &gcra, now, Overflow::Deny, |s| {
-                gcra.decide(s, now, 1)
-            });
+            let quotas = Generations::new(gcra);
+            let decided = t.update(
+                &probe,
+                &quotas,
+                quotas.load(),
+                now,
+                Overflow::Deny,
+                |s, _| gcra.decide(s, now, 1),
+            );
             assert!(decided.is_ok_and(|d| d.is_allowed()), "case {case}");
             let (found, _) = t.find(Portable, &probe).expect("the key is in");
             assert!(core::ptr::eq(found, slot(g, place)), "case {case}");
@@ -1100,8 +1377,9 @@ mod tests {
             let at = Nanos::from_nanos(now);
             let decide = |table: &Table| {
                 let probe = table.probe(key_hash);
+                let quotas = Generations::new(gcra);
                 table
-                    .update(&probe, &gcra, at, policy, |state| {
+                    .update(&probe, &quotas, quotas.load(), at, policy, |state, _| {
                         gcra.decide(state, at, cost)
                     })
                     .map_err(|overflowed| (overflowed.fresh, overflowed.retry_after))
@@ -1162,6 +1440,7 @@ mod tests {
         const OPS: u64 = 32;
         let gcra = Gcra::from(Quota::per_second(1_000).unwrap().with_burst(2).unwrap());
         let table = Table::new(10, 1, [gcra.room(); CLASSES]).unwrap();
+        let quotas = Generations::new(gcra);
         assert_eq!(table.groups.len() * GROUP, 16);
         let hashes: Vec<u64> = (1..=32u64)
             .map(|k| k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -1234,12 +1513,13 @@ mod tests {
                         match r % 16 {
                             0 => table.reset(&probe),
                             1 => {
-                                let _peek = table.state(&probe);
+                                let _peek = table.state(&probe, &quotas);
                             }
                             _ => {
                                 let policy = policies[(r >> 4) as usize % 3];
-                                let decide = |state| gcra.decide(state, at, 1);
-                                let _ = table.update(&probe, &gcra, at, policy, decide);
+                                let decide = |state, _: &Current<Gcra>| gcra.decide(state, at, 1);
+                                let current = quotas.load();
+                                let _ = table.update(&probe, &quotas, current, at, policy, decide);
                             }
                         }
                     }
