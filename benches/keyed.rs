@@ -9,6 +9,10 @@
 //!   pre-generated random order (uniform, or Zipf with exponent 1.0), allow path.
 //! - `tollgate-batch/{1M,100k}/{uniform,zipf}`: the same checks through `check_keys`, 64 keys a
 //!   call; time per check.
+//! - `tollgate-reconfigured/{1M,100k}/{uniform,zipf}`: `check_key` on a limiter whose quota has
+//!   been changed once (its algorithm read from a generation's slot, not a field), beside the
+//!   never-changed `tollgate/...` row.
+//! - `set_quota/{1M,100k}`: one change of quota, the walk that converts every key included.
 //! - `threads/...`: distinct keys from 1 and from every core; time per check per thread.
 //!
 //! Compare ratios from one run: `python3 benches/report.py`.
@@ -100,6 +104,27 @@ fn keyed(c: &mut Criterion) {
             overflows * 1000 < keys,
             "{overflows} overflows filling {keys} keys"
         );
+        // The same keys in a limiter whose quota changed once, to one their traffic stays under
+        // as well: every key converted, nothing refused.
+        let reconfigured = KeyedRateLimiter::<u64>::gcra(quota(), keys as usize).unwrap();
+        for k in 0..keys {
+            let _ = reconfigured.check_key(&k);
+        }
+        let other = Quota::per_second(2_000)
+            .unwrap()
+            .with_burst(1_000_000)
+            .unwrap();
+        reconfigured.set_quota(other).unwrap();
+        let mut flip = 0u64;
+        g.bench_function(BenchmarkId::new("set_quota", label), |b| {
+            b.iter(|| {
+                flip += 1;
+                reconfigured
+                    .set_quota(if flip % 2 == 0 { other } else { quota() })
+                    .unwrap()
+            })
+        });
+        reconfigured.set_quota(other).unwrap();
         for (dist, sequence) in [
             ("uniform", uniform(keys, SEQUENCE, 3)),
             ("zipf", zipf(keys, SEQUENCE, 4)),
@@ -133,6 +158,17 @@ fn keyed(c: &mut Criterion) {
                             done += n as u64;
                         }
                         start.elapsed()
+                    })
+                },
+            );
+            let mut i = 0usize;
+            g.bench_function(
+                BenchmarkId::new(format!("tollgate-reconfigured/{label}"), dist),
+                |b| {
+                    b.iter(|| {
+                        let key = sequence[i];
+                        i = (i + 1) % SEQUENCE;
+                        black_box(reconfigured.check_key(&key))
                     })
                 },
             );

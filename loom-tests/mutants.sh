@@ -3,7 +3,8 @@
 # (its fence weakened, a rule of an insert's validation skipped, a decision's compare-and-swap
 # retried on a word that holds no state of its key: another key's, or a reservation of its own;
 # a reset of every key that decides on reservations; an entry judged by the table's own quota
-# whatever the tier its word carries), the cancel of a reservation (given back with others
+# whatever the tier its word carries; an entry of one generation decided on in another, or
+# published after a reconfiguration's walk), the cancel of a reservation (given back with others
 # behind it), the release of a layered check's holds (none, or none once another request was
 # admitted), a direct limiter's reconfiguration (the state word retired without checking it,
 # or taken for a state; a reconfigured limiter deciding with its first quota), and a Redis lease's
@@ -81,7 +82,11 @@ mutant() {
 }
 
 mutant "the SeqCst fence before validation weakened to Release" \
-    "inserts_of_one_key_into_different_slots three_inserts_of_one_key" \
+    "three_inserts_of_one_key" \
+    's/fence\(SeqCst\);(\n\s*if !self\.validate)/fence(crate::sync::Ordering::Release);$1/'
+# The two inserters' race needs a fourth preemption to reach the interleaving the fence forbids.
+LOOM_MAX_PREEMPTIONS=4 mutant "the SeqCst fence before validation weakened to Release (two inserters)" \
+    "inserts_of_one_key_into_different_slots" \
     's/fence\(SeqCst\);(\n\s*if !self\.validate)/fence(crate::sync::Ordering::Release);$1/'
 mutant "validation skipped" \
     "inserts_of_one_key_into_different_slots three_inserts_of_one_key" \
@@ -98,12 +103,12 @@ mutant "other reservations of the key never killed" \
 mutant "a decision that retries its compare-and-swap on whatever word it finds (another key's)" \
     "decision_races_its_idle_slot_going_to_another_key_and_back
      decision_races_the_eviction_of_its_slot decision_races_the_reuse_of_its_idle_slot
-     reset_of_every_key_races_the_reuse_of_an_idle_slot reset_races_the_reuse_of_its_idle_slot" \
-    's/Err\(actual\) if same_key\(tag_of\(actual\), tag\) && state_of\(actual\) != RESERVED =>/Err(actual) if true =>/'
+     reset_of_every_key_races_the_reuse_of_an_idle_slot" \
+    's/Err\(actual\) if decides_on\(tag_of\(actual\), tag\) && state_of\(actual\) != RESERVED =>/Err(actual) if true =>/'
 mutant "a decision that retries its compare-and-swap on a reservation of its own key (no state yet)" \
     "decision_races_its_idle_slot_going_to_another_key_and_back
      reset_of_every_key_races_a_decision" \
-    's/Err\(actual\) if same_key\(tag_of\(actual\), tag\) && state_of\(actual\) != RESERVED =>/Err(actual) if same_key(tag_of(actual), tag) && state_of(actual) == RESERVED =>/'
+    's/Err\(actual\) if decides_on\(tag_of\(actual\), tag\) && state_of\(actual\) != RESERVED =>/Err(actual) if decides_on(tag_of(actual), tag) && state_of(actual) == RESERVED =>/'
 mutant "a reset of every key that decides on reservations too (publishing an insert's slot)" \
     "reset_of_every_key_races_the_reuse_of_an_idle_slot" \
     's/if tag != 0 && state_of\(word\) != RESERVED \{/if tag != 0 {/'
@@ -112,7 +117,22 @@ mutant "validation that tells a key's reservations apart by their tiers (whole t
     's/if !same_key\(tag_of\(word\), probe\.tag\) \{/if tag_of(word) != probe.tag {/'
 mutant "an entry judged by the table's own quota whatever the tier its word carries" \
     "an_evictor_judges_a_racing_tier_request_by_its_class" \
-    's/self\.rooms\[class_of\(tag_of\(word\)\)\]/self.rooms[0]/'
+    's/class => self\.rooms\[class\],/_ => self.rooms[0],/'
+mutant "an insert that publishes its state in a generation that is over" \
+    "an_insert_races_two_keyed_reconfigurations" \
+    's/if quotas\.number\(\) != current\.generation \{(\n\s*\/\/ Our fresh state)/if false {$1/'
+mutant "a decision that takes an entry of a later generation than its own for one of its own" \
+    "a_key_check_races_a_keyed_reconfiguration a_key_cancel_races_a_keyed_reconfiguration" \
+    's/if quotas\.number\(\) != current\.generation \{(\n\s*return Generation::Later;)/if false {$1/'
+mutant "a reconfiguration's walk that leaves an earlier generation's reservations alone" \
+    "an_insert_races_two_keyed_reconfigurations" \
+    's/let next = if state == RESERVED \{\n(\s*)KILLED/let next = if state == RESERVED {\n${1}break/'
+mutant "a decision that meets an entry of the generation before its own and decides on it as it is" \
+    "a_key_check_races_a_keyed_reconfiguration" \
+    's/(\) -> bool \{\n)(\s*let mut up_to_date = true;)/$1        return true;\n$2/'
+mutant "a decision that retries its compare-and-swap on an entry converted under it" \
+    "a_key_check_races_a_keyed_reconfiguration" \
+    's/\(stored \^ request\) & \(IDENTITY \| GENERATION\) == 0/(stored ^ request) \& IDENTITY == 0/'
 
 mutant "a cancel that gives back a reservation with others behind it" \
     "a_cancel_races_a_reservation_behind_it a_cancel_races_a_reservation_of_its_key" \
@@ -124,7 +144,7 @@ mutant "a refused layered check that releases nothing it held" \
     's/(update_in\(hold\.generation, \|state, algorithm\| \{\s*)\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/$1((), state)/' src/layers/mod.rs
 mutant "a refused layered check that releases nothing it held on a key" \
     "a_refused_layered_check_releases_its_hold_on_a_key" \
-    's/(update_existing\(&self\.probe, \|state\| \{\s*)\(\(\), Sealed::release\(algorithm, state, held, cost, now\)\)/$1((), state)/' src/layers/mod.rs
+    's/let release = \|state\| \(\(\), Sealed::release\(&algorithm, state, held, cost, now\)\);/let release = |state| ((), state);/' src/layers/mod.rs
 mutant "a refused reservation over layers that cancels none of its turns" \
     "a_refused_reservation_over_layers_cancels_its_turns" \
     's/self\.cancel_at\(held, holds\[held\]\);/let _ = held;/' src/layers/reserve.rs

@@ -48,6 +48,7 @@ use crate::algorithm::Gcra;
 use crate::clock::{Clock, Nanos};
 use crate::layers::{give_back, Hold};
 use crate::store::{Probe, StateCell, Table};
+use crate::sync::AtomicU64;
 
 /// A request admitted into a limiter's schedule, to proceed at
 /// [`ready_at`](Reservation::ready_at): made by
@@ -85,7 +86,8 @@ pub struct Reservation<'a, C> {
 #[derive(Clone, Copy)]
 enum Schedule<'a> {
     Direct(&'a StateCell<Gcra>, u64),
-    Keyed(&'a Table, Probe),
+    /// The table, the key, its generation's counter and the generation the hold was made in.
+    Keyed(&'a Table, Probe, &'a AtomicU64, u64),
 }
 
 impl<'a, C: Clock> Reservation<'a, C> {
@@ -101,16 +103,18 @@ impl<'a, C: Clock> Reservation<'a, C> {
         Reservation::new(Some(schedule), clock, before, after, ready_at)
     }
 
-    /// A reservation of a key's state in `table`, from `before` to `after`.
+    /// A reservation of a key's state in `table`, from `before` to `after` in `generation`
+    /// (whose number `counter` holds while it is current).
     pub(crate) fn keyed(
         table: &'a Table,
         probe: Probe,
+        (counter, generation): (&'a AtomicU64, u64),
         clock: &'a C,
         (before, after): (u64, u64),
         ready_at: Nanos,
     ) -> Reservation<'a, C> {
         Reservation::new(
-            Some(Schedule::Keyed(table, probe)),
+            Some(Schedule::Keyed(table, probe, counter, generation)),
             clock,
             before,
             after,
@@ -224,8 +228,9 @@ impl<'a, C: Clock> Reservation<'a, C> {
                 let mut step = give_back(hold(generation));
                 cell.update_in(generation, |word, _| step(word)) == Some(true)
             }
-            Some(Schedule::Keyed(table, probe)) => {
-                table.update_existing(&probe, give_back(hold(0))) == Some(true)
+            Some(Schedule::Keyed(table, probe, counter, generation)) => {
+                let step = give_back(hold(generation));
+                table.update_existing(&probe, counter, generation, step) == Some(true)
             }
         }
     }

@@ -6,15 +6,18 @@
 //! keeps its backlog, rescaled. Then a direct limiter reconfigured many times among random
 //! decisions, reservations, cancels and resets, against a plain word on one thread: the same
 //! decisions, whatever generation the limiter is in. Then threads deciding while another
-//! reconfigures, at frozen time: exact counts. Then the documented cases, one by one.
+//! reconfigures, at frozen time: exact counts. Then the documented cases, one by one. Then the
+//! same for keyed limiters: a word per key, threads inserting and deciding many keys while the
+//! quota flips, and the keyed cases (idle keys, tiers, snapshots, cancels, layers).
 
+use std::collections::HashMap;
 use std::sync::Barrier;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tollgate::{
-    Algorithm, BuildError, CheckError, Clock, FixedWindow, Gcra, ManualClock, Nanos, Quota,
-    QuotaError, RateLimiter, SlidingWindow, Transition,
+    Algorithm, BuildError, CheckError, Clock, FixedWindow, Gcra, KeyedRateLimiter, ManualClock,
+    Nanos, Quota, QuotaError, RateLimiter, SlidingWindow, Transition,
 };
 
 const MS: u64 = 1_000_000;
@@ -423,4 +426,395 @@ fn a_cancel_gives_nothing_back_once_the_quota_has_changed() {
     limiter.set_quota(a).unwrap();
     assert!(!made_first.cancel());
     assert_eq!(limiter.peek().remaining(), 2);
+}
+
+// Keyed limiters: every key converted as a direct limiter's state is, but for an idle key, which
+// is a new key under the new quota.
+
+#[derive(Clone, Debug)]
+enum KeyOp {
+    Check(u8, u64),
+    Reserve(u8, u64, u64),
+    Cancel(usize),
+    Reset(u8),
+    ResetAll,
+    Reconfigure(Quota),
+    Clock(u64),
+}
+
+const KEYS: u8 = 6;
+
+fn key_ops() -> impl Strategy<Value = Vec<KeyOp>> {
+    prop::collection::vec(
+        prop_oneof![
+            6 => (0..KEYS, 0u64..12).prop_map(|(k, c)| KeyOp::Check(k, c)),
+            2 => (0..KEYS, 0u64..12, 0u64..2_000).prop_map(|(k, c, w)| KeyOp::Reserve(k, c, w)),
+            1 => (0usize..16).prop_map(KeyOp::Cancel),
+            1 => (0..KEYS).prop_map(KeyOp::Reset),
+            1 => Just(KeyOp::ResetAll),
+            2 => quota().prop_map(KeyOp::Reconfigure),
+            2 => (0u64..500).prop_map(KeyOp::Clock),
+        ],
+        1..150,
+    )
+}
+
+/// A key's state carried into `to` at `now`, as a keyed limiter's change of quota documents it.
+fn keyed_carry_over<A: Algorithm>(from: &A, state: u64, now: Nanos, to: &A) -> u64 {
+    if from.is_idle(state, now) {
+        0
+    } else {
+        from.carry_over(state, now, to)
+    }
+}
+
+/// The limiter's peek of every key against the model's words.
+fn peeks_match<A: Algorithm, C: Clock>(
+    limiter: &KeyedRateLimiter<u8, A, C>,
+    algorithm: &A,
+    words: &HashMap<u8, u64>,
+    now: Nanos,
+) -> Result<(), TestCaseError> {
+    for key in 0..KEYS {
+        let word = words.get(&key).copied().unwrap_or(0);
+        let peek = limiter.peek_key(&key);
+        let (request, state) = (
+            algorithm.decide(word, now, 1).0,
+            algorithm.decide(word, now, 0).0,
+        );
+        prop_assert_eq!(peek.remaining(), state.remaining(), "key {}", key);
+        prop_assert_eq!(peek.is_allowed(), request.is_allowed(), "key {}", key);
+        prop_assert_eq!(peek.retry_after(), request.retry_after(), "key {}", key);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A keyed limiter whose quota changes among its keys' decisions decides as one plain word
+    /// per key would, each converted at every change (an idle one to fresh, any other by
+    /// `carry_over`); a reservation's cancel gives back only in the generation it was made in,
+    /// however many changes later it comes (more than the four that the slots' generation bits
+    /// count).
+    #[test]
+    fn a_reconfigured_keyed_limiter_decides_as_a_word_per_key(first in quota(), ops in key_ops()) {
+        let clock = ManualClock::new();
+        let limiter = KeyedRateLimiter::<u8>::builder(Gcra::from(first))
+            .capacity(64)
+            .clock(&clock)
+            .build()
+            .unwrap();
+        let mut gcra = Gcra::from(first);
+        let mut words: HashMap<u8, u64> = HashMap::new();
+        let mut reservations = Vec::new();
+        let mut generation = 0;
+        for op in ops {
+            let now = clock.now();
+            match op {
+                KeyOp::Check(key, cost) => {
+                    let got = limiter.decide_key(&key, cost);
+                    if cost > gcra.capacity() {
+                        prop_assert!(got.is_err());
+                        continue;
+                    }
+                    let word = words.entry(key).or_insert(0);
+                    let (expected, next) = gcra.decide(*word, now, cost);
+                    prop_assert_eq!(got.unwrap(), expected);
+                    *word = next;
+                }
+                KeyOp::Reserve(key, cost, ms) => {
+                    let max_wait = Duration::from_millis(ms);
+                    let got = limiter.reserve_key(&key, cost, max_wait);
+                    if cost > gcra.capacity() {
+                        prop_assert!(got.is_err());
+                        continue;
+                    }
+                    let word = words.entry(key).or_insert(0);
+                    match gcra.reserve(*word, now, cost, Nanos::from_duration(max_wait)) {
+                        Transition::Allow { state } => {
+                            let reservation = got.unwrap();
+                            let ready_at = if state == *word { now } else { gcra.ready_at(state, now) };
+                            prop_assert_eq!(reservation.ready_at(), ready_at);
+                            reservations.push((reservation, key, generation, *word, state));
+                            *word = state;
+                        }
+                        Transition::Deny { .. } => prop_assert!(got.is_err()),
+                    }
+                }
+                KeyOp::Cancel(i) => {
+                    if reservations.is_empty() {
+                        continue;
+                    }
+                    let (reservation, key, made_in, before, after) =
+                        reservations.remove(i % reservations.len());
+                    let word = words.entry(key).or_insert(0);
+                    let expected = made_in == generation && before != after && *word == after;
+                    prop_assert_eq!(reservation.cancel(), expected);
+                    if expected {
+                        *word = before;
+                    }
+                }
+                KeyOp::Reset(key) => {
+                    limiter.reset_key(&key);
+                    words.insert(key, 0);
+                }
+                KeyOp::ResetAll => {
+                    limiter.reset();
+                    words.clear();
+                }
+                KeyOp::Reconfigure(quota) => {
+                    limiter.set_quota(quota).unwrap();
+                    let to = Gcra::from(quota);
+                    if to != gcra {
+                        for word in words.values_mut() {
+                            *word = keyed_carry_over(&gcra, *word, now, &to);
+                        }
+                        gcra = to;
+                        generation += 1;
+                    }
+                    prop_assert_eq!(limiter.algorithm(), gcra);
+                }
+                KeyOp::Clock(ms) => clock.advance(Duration::from_millis(ms)),
+            }
+            peeks_match(&limiter, &gcra, &words, clock.now())?;
+        }
+    }
+
+    /// The same for sliding-window counters (no reservations): what a key has left carries
+    /// over into the window that holds the change, under the new period.
+    #[test]
+    fn a_reconfigured_keyed_window_decides_as_a_word_per_key(first in quota(), ops in key_ops()) {
+        let window = |q: Quota| SlidingWindow::new(&q).unwrap();
+        let clock = ManualClock::new();
+        let limiter = KeyedRateLimiter::<u8>::builder(window(first))
+            .capacity(64)
+            .clock(&clock)
+            .build()
+            .unwrap();
+        let mut algorithm = window(first);
+        let mut words: HashMap<u8, u64> = HashMap::new();
+        for op in ops {
+            let now = clock.now();
+            match op {
+                KeyOp::Check(key, cost) | KeyOp::Reserve(key, cost, _) => {
+                    let got = limiter.decide_key(&key, cost);
+                    if cost > algorithm.capacity() {
+                        prop_assert!(got.is_err());
+                        continue;
+                    }
+                    let word = words.entry(key).or_insert(0);
+                    let (expected, next) = algorithm.decide(*word, now, cost);
+                    prop_assert_eq!(got.unwrap(), expected);
+                    *word = next;
+                }
+                KeyOp::Reset(key) => {
+                    limiter.reset_key(&key);
+                    words.insert(key, 0);
+                }
+                KeyOp::ResetAll | KeyOp::Cancel(_) => {
+                    limiter.reset();
+                    words.clear();
+                }
+                KeyOp::Reconfigure(quota) => {
+                    limiter.set_quota(quota).unwrap();
+                    let to = window(quota);
+                    if to != algorithm {
+                        for word in words.values_mut() {
+                            *word = keyed_carry_over(&algorithm, *word, now, &to);
+                        }
+                        algorithm = to;
+                    }
+                }
+                KeyOp::Clock(ms) => clock.advance(Duration::from_millis(ms)),
+            }
+            peeks_match(&limiter, &algorithm, &words, clock.now())?;
+        }
+    }
+}
+
+/// Threads check many keys, most of them new, from a keyed limiter at frozen time while another
+/// thread switches its quota back and forth between two of the same burst: each conversion
+/// keeps every token of every key, and each insert lands in the generation it was decided in,
+/// so exactly the burst is admitted for every key, whichever quota each check met.
+fn keyed_flips_keep_every_token<A: Algorithm + PartialEq + 'static>(a: A, b: A, burst: u64) {
+    const THREADS: usize = 4;
+    const KEYS: u64 = 64;
+    let clock = ManualClock::new();
+    let limiter: KeyedRateLimiter<u64, A, _> = KeyedRateLimiter::builder(a)
+        .capacity(1_000)
+        .clock(&clock)
+        .build()
+        .unwrap();
+    let start = Barrier::new(THREADS + 1);
+    let admitted: Vec<u64> = std::thread::scope(|s| {
+        let checkers: Vec<_> = (0..THREADS as u64)
+            .map(|t| {
+                let (limiter, start) = (&limiter, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let mut admitted = vec![0u64; KEYS as usize];
+                    // Each thread walks the keys in its own order, a burst's worth of rounds.
+                    for _ in 0..burst {
+                        for k in 0..KEYS {
+                            let key = (k * (2 * t + 1)) % KEYS;
+                            admitted[key as usize] += u64::from(limiter.check_key(&key).is_ok());
+                        }
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        s.spawn(|| {
+            start.wait();
+            for i in 0..400 {
+                limiter.reconfigure(if i % 2 == 0 { b } else { a });
+            }
+        });
+        let per_thread: Vec<Vec<u64>> = checkers.into_iter().map(|c| c.join().unwrap()).collect();
+        (0..KEYS as usize)
+            .map(|k| per_thread.iter().map(|p| p[k]).sum())
+            .collect()
+    });
+    assert_eq!(admitted, vec![burst; KEYS as usize]);
+    for key in 0..KEYS {
+        assert_eq!(limiter.peek_key(&key).remaining(), 0);
+    }
+    assert!(limiter.algorithm() == a);
+    assert_eq!(limiter.stats().occupied, KEYS as usize);
+}
+
+#[test]
+fn keyed_gcra_flips_under_threads_keep_every_token() {
+    let burst = 200;
+    let per = |period| Gcra::from(Quota::new(burst, period).unwrap());
+    keyed_flips_keep_every_token(
+        per(Duration::from_secs(1)),
+        per(Duration::from_secs(3_600)),
+        burst,
+    );
+}
+
+#[test]
+fn keyed_window_flips_under_threads_keep_every_token() {
+    let limit = 200;
+    let per = |period| SlidingWindow::new(&Quota::new(limit, period).unwrap()).unwrap();
+    keyed_flips_keep_every_token(
+        per(Duration::from_secs(1)),
+        per(Duration::from_secs(60)),
+        limit,
+    );
+}
+
+#[test]
+fn a_keyed_change_converts_live_keys_and_leaves_idle_ones_fresh() {
+    let clock = ManualClock::new();
+    let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(10).unwrap()))
+        .clock(&clock)
+        .build()
+        .unwrap();
+    limiter.check_key_n("busy", 8).unwrap(); // 2 left
+    limiter.check_key_n("idle", 10).unwrap();
+    clock.advance(Duration::from_secs(1)); // "idle" is back to fresh, "busy" too...
+    limiter.check_key_n("busy", 9).unwrap(); // ...and now has 1 left
+    assert_eq!(limiter.stats().occupied, 2);
+    limiter.set_quota(Quota::per_second(100).unwrap()).unwrap();
+    // Loosening: the live key keeps what it had left; the idle one is a new key, with the new
+    // burst, like a key the table has never seen.
+    assert_eq!(limiter.peek_key("busy").remaining(), 1);
+    assert_eq!(limiter.peek_key("idle").remaining(), 100);
+    assert_eq!(limiter.peek_key("new").remaining(), 100);
+    // Both keep their slots.
+    assert_eq!(limiter.stats().occupied, 2);
+    // The live key refills at the new rate: one more every 10 ms.
+    clock.advance(Duration::from_millis(50));
+    assert_eq!(limiter.peek_key("busy").remaining(), 6);
+}
+
+#[test]
+fn a_tiers_entries_keep_their_schedules_through_a_change() {
+    let clock = ManualClock::new();
+    let premium = Quota::per_second(100).unwrap();
+    let limiter = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(10).unwrap()))
+        .tier(premium)
+        .clock(&clock)
+        .build()
+        .unwrap();
+    limiter.check_key_with("paying", &premium, 60).unwrap();
+    limiter.check_key_n("free", 6).unwrap();
+    limiter.set_quota(Quota::per_second(5).unwrap()).unwrap();
+    assert_eq!(
+        limiter
+            .peek_key_with("paying", &premium, 1)
+            .unwrap()
+            .remaining(),
+        40
+    );
+    assert_eq!(limiter.peek_key("free").remaining(), 4);
+    assert!(limiter.check_key_with("paying", &premium, 40).is_ok());
+    assert!(limiter.check_key_with("paying", &premium, 1).is_err());
+}
+
+#[test]
+fn a_keyed_snapshot_is_taken_under_the_current_quota() {
+    let seeded = || ahash::RandomState::with_seeds(5, 6, 7, 8);
+    let [before, after] = [Quota::per_hour(10).unwrap(), Quota::per_hour(4).unwrap()];
+    let builder = |quota: Quota| {
+        KeyedRateLimiter::<str>::builder(Gcra::from(quota))
+            .capacity(100)
+            .threads(1)
+            .hasher(seeded())
+    };
+    let limiter = builder(before).build().unwrap();
+    limiter.check_key_n("alice", 7).unwrap();
+    limiter.set_quota(after).unwrap();
+    let saved = limiter.snapshot();
+    assert_eq!(
+        builder(before).restore(&saved).unwrap_err(),
+        tollgate::SnapshotError::Mismatch { what: "quota" }
+    );
+    let restored = builder(after).restore(&saved).unwrap();
+    assert_eq!(restored.peek_key("alice").remaining(), 3);
+}
+
+#[test]
+fn a_keyed_cancel_gives_nothing_back_once_the_quota_has_changed() {
+    // There and back at frozen time, four times: every token kept each way, so the key's
+    // state is the very word the reservation left, and its slot's two generation bits are
+    // those it had. A cancel still gives nothing back.
+    let clock = ManualClock::new();
+    let [a, b] = [Quota::per_second(4).unwrap(), Quota::per_minute(4).unwrap()];
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(a))
+        .clock(&clock)
+        .build()
+        .unwrap();
+    let reservation = limiter.reserve_key(&1, 1, Duration::ZERO).unwrap();
+    for quota in [b, a, b, a] {
+        limiter.set_quota(quota).unwrap();
+    }
+    assert!(!reservation.cancel());
+    assert_eq!(limiter.peek_key(&1).remaining(), 3);
+    // One made in the current generation gives back.
+    let reservation = limiter.reserve_key(&1, 1, Duration::ZERO).unwrap();
+    assert!(reservation.cancel());
+    assert_eq!(limiter.peek_key(&1).remaining(), 3);
+}
+
+#[test]
+fn layered_checks_decide_each_key_under_its_limiters_current_quota() {
+    use tollgate::layers::Layers;
+    let clock = ManualClock::new();
+    let per_user = KeyedRateLimiter::<str>::builder(Gcra::from(Quota::per_second(10).unwrap()))
+        .clock(&clock)
+        .build()
+        .unwrap();
+    let global = RateLimiter::with_clock(Gcra::from(Quota::per_second(100).unwrap()), &clock);
+    (per_user.layer("alice"), &global).check_all(5).unwrap();
+    per_user.set_quota(Quota::per_second(6).unwrap()).unwrap();
+    let refused = (per_user.layer("alice"), &global).check_all(6).unwrap_err();
+    assert_eq!(refused.layer(), 0);
+    let decision = (per_user.layer("alice"), &global).decide_all(5).unwrap();
+    assert!(decision.is_allowed());
+    assert_eq!(per_user.peek_key("alice").remaining(), 0);
+    assert_eq!(global.peek().remaining(), 90);
 }

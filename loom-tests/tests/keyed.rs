@@ -29,40 +29,13 @@
 //! names for each break fail.
 #![cfg(tollgate_loom)]
 
-use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
 use tollgate::layers::Layers;
 use tollgate::{Gcra, KeyedRateLimiter, ManualClock, Overflow, Quota, RateLimiter};
-
-/// Hashes a `u64` key to itself, so a model chooses where keys go.
-#[derive(Clone, Copy, Default)]
-struct Identity;
-
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | b as u64;
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
-    }
-}
+use tollgate_loom_tests::Identity;
 
 type Limiter = KeyedRateLimiter<u64, Gcra, ManualClock, Identity>;
 

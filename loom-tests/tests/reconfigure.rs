@@ -1,5 +1,5 @@
-//! Loom models of live reconfiguration: a direct limiter's quota changed while other threads
-//! decide, reserve and cancel.
+//! Loom models of live reconfiguration: a direct limiter's quota, and a keyed limiter's,
+//! changed while other threads decide, insert keys, reserve and cancel.
 //!
 //! Every model runs at frozen time on a `ManualClock`, so the conversion of the state is exact
 //! (the room carries over token for token) and each outcome has one right answer, whichever
@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use loom::sync::Arc;
 use loom::thread;
-use tollgate::{Algorithm, CheckError, Gcra, ManualClock, Quota, RateLimiter, SlidingWindow};
+use tollgate::{
+    Algorithm, CheckError, Gcra, KeyedRateLimiter, ManualClock, Quota, RateLimiter, SlidingWindow,
+};
+use tollgate_loom_tests::Identity;
 
 fn gcra(quota: Quota) -> Arc<RateLimiter<Gcra, ManualClock>> {
     Arc::new(RateLimiter::with_clock(
@@ -173,5 +176,100 @@ fn a_window_check_races_a_reconfiguration() {
         assert_eq!(l.peek().remaining(), 1);
         l.clock().advance(Duration::from_secs(2));
         assert_eq!(l.peek().remaining(), 1);
+    });
+}
+
+type Keyed = KeyedRateLimiter<u64, Gcra, ManualClock, Identity>;
+
+/// A keyed limiter of one group of two slots (under loom) for `quota`, whose keys are their own
+/// hashes.
+fn keyed(quota: Quota) -> Arc<Keyed> {
+    let limiter = KeyedRateLimiter::<u64>::builder(Gcra::from(quota))
+        .capacity(1)
+        .threads(1)
+        .clock(ManualClock::new())
+        .hasher(Identity)
+        .build()
+        .unwrap();
+    assert_eq!(limiter.stats().slots, 2);
+    Arc::new(limiter)
+}
+
+const X: u64 = 10;
+const Y: u64 = 20;
+
+fn spawn_key_check(limiter: &Arc<Keyed>, key: u64) -> thread::JoinHandle<bool> {
+    let limiter = Arc::clone(limiter);
+    thread::spawn(move || limiter.check_key(&key).is_ok())
+}
+
+/// A check of a live key races a reconfiguration's walk: decided before the key's conversion
+/// with the old quota, or after it with the new, or by converting the key itself when it meets
+/// it before the walk does. One token used either way, refilled at the new rate only; the other
+/// key, converted by the walk or by nobody else, the same.
+#[test]
+fn a_key_check_races_a_keyed_reconfiguration() {
+    loom::model(|| {
+        let [second, minute, _] = quotas();
+        let l = keyed(second);
+        l.check_key(&X).unwrap();
+        l.check_key(&Y).unwrap();
+        let checker = spawn_key_check(&l, X);
+        l.set_quota(minute).unwrap();
+        assert!(checker.join().unwrap());
+        assert_eq!(l.peek_key(&X).remaining(), 0);
+        assert_eq!(l.peek_key(&Y).remaining(), 1);
+        l.clock().advance(Duration::from_secs(29));
+        assert_eq!(l.peek_key(&X).remaining(), 0);
+        assert_eq!(l.peek_key(&Y).remaining(), 1);
+        l.clock().advance(Duration::from_secs(1));
+        assert_eq!(l.peek_key(&X).remaining(), 1);
+        assert_eq!(l.peek_key(&Y).remaining(), 2);
+        assert_eq!(l.stats().occupied, 2);
+    });
+}
+
+/// The insert of a new key races two reconfigurations: the inserter decides in the generation
+/// it loaded, and must not publish that generation's state once a walk has passed its slot (it
+/// checks the generation after its fence; the walk kills a reservation of an earlier
+/// generation that it finds). An entry published a generation late would be taken by the
+/// second walk for the first generation's and converted from the wrong quota: its one token
+/// would come back within a minute instead of half an hour.
+#[test]
+fn an_insert_races_two_keyed_reconfigurations() {
+    loom::model(|| {
+        let [second, minute, hour] = quotas();
+        let l = keyed(second);
+        let inserter = spawn_key_check(&l, X);
+        l.set_quota(minute).unwrap();
+        l.set_quota(hour).unwrap();
+        assert!(inserter.join().unwrap());
+        assert_eq!(l.peek_key(&X).remaining(), 1);
+        l.clock().advance(Duration::from_secs(60));
+        assert_eq!(l.peek_key(&X).remaining(), 1);
+        l.clock().advance(Duration::from_secs(1_740));
+        assert_eq!(l.peek_key(&X).remaining(), 2);
+        assert_eq!(l.stats().occupied, 1);
+    });
+}
+
+/// A cancel of a key's reservation races a reconfiguration: it gives back before the key is
+/// converted, or nothing after.
+#[test]
+fn a_key_cancel_races_a_keyed_reconfiguration() {
+    loom::model(|| {
+        let [second, minute, _] = quotas();
+        let l = keyed(second);
+        l.check_key(&X).unwrap();
+        let canceller = {
+            let l = Arc::clone(&l);
+            thread::spawn(move || l.reserve_key(&X, 1, Duration::ZERO).unwrap().cancel())
+        };
+        l.set_quota(minute).unwrap();
+        let cancelled = canceller.join().unwrap();
+        let left = if cancelled { 1 } else { 0 };
+        assert_eq!(l.peek_key(&X).remaining(), left);
+        l.clock().advance(Duration::from_secs(30));
+        assert_eq!(l.peek_key(&X).remaining(), left + 1);
     });
 }

@@ -127,10 +127,11 @@ pub type DefaultKeyHasher = ahash::RandomState;
 ///
 /// Two keys whose hashes are equal share one state. Among `n` live keys the chance that any two
 /// collide is about `n² / 2^65`: one in 37 million for a million keys, one in 370 000 for ten
-/// million. (A slot keeps three bits of the hash for the entry's tier; they are the shard's own
-/// bits in a table of eight shards or more, which a table of a few thousand keys or more has
-/// when built for two threads or more. A table of fewer shards tells keys apart by 61 to 63
-/// bits: at most `n² / 2^62`.) Hashes are seeded at random per limiter, so collisions cannot be
+/// million. (A slot keeps five bits of the hash for the entry's tier and generation; they are
+/// the shard's own bits in a table of 32 shards or more, which a table of about 22 000 keys or
+/// more has when built for eight threads or more. A table of fewer shards tells keys apart by 59
+/// to 63 bits: at most `n² / 2^60`, one in 1.2 million for a million keys; built for two
+/// threads, with 8 shards, `n² / 2^63`.) Hashes are seeded at random per limiter, so collisions cannot be
 /// aimed, and a collision only merges two keys' limits (each sees the other's requests), it
 /// never frees one.
 ///

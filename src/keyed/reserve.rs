@@ -57,8 +57,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         let (hold, ready_at) = Turn::hold(&layer, now, cost, Nanos::from_duration(max_wait))?;
         let reservation = Reservation::keyed(
             &self.table,
+            layer.probe(),
             // A cancel gives back only in the generation the hold was made in.
-            layer.probe().in_generation(hold.generation),
+            (self.quotas.counter(), hold.generation),
             &self.clock,
             (hold.before, hold.after),
             ready_at,

@@ -368,10 +368,10 @@ impl<'a, K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> sealed::Step
         };
         let now = self.limiter.clock().now();
         let held = [hold.before, hold.after];
-        let probe = self.probe.in_generation(hold.generation);
-        self.limiter.table().update_existing(&probe, |state| {
-            ((), Sealed::release(&algorithm, state, held, cost, now))
-        });
+        let counter = self.limiter.quotas().counter();
+        let release = |state| ((), Sealed::release(&algorithm, state, held, cost, now));
+        let table = self.limiter.table();
+        table.update_existing(&self.probe, counter, hold.generation, release);
     }
 
     fn decision(&self, hold: Option<Hold>, now: Nanos, cost: u64) -> Decision {

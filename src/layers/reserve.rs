@@ -416,11 +416,9 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> Turn for KeyedLayer<'_, K, Gcra, C, S>
     }
 
     fn cancel(&self, hold: Hold) -> bool {
-        let probe = self.probe.in_generation(hold.generation);
-        self.limiter
-            .table()
-            .update_existing(&probe, give_back(hold))
-            == Some(true)
+        let counter = self.limiter.quotas().counter();
+        let table = self.limiter.table();
+        table.update_existing(&self.probe, counter, hold.generation, give_back(hold)) == Some(true)
     }
 }
 

@@ -332,7 +332,7 @@ impl Algorithm for Budget {
 #[cfg(all(test, tollgate_loom))]
 mod loom_models {
     use super::*;
-    use crate::store::{Overflow, Table, CLASSES};
+    use crate::store::{Generations, Overflow, Table, CLASSES};
     use loom::sync::Arc;
     use loom::thread;
 
@@ -344,6 +344,7 @@ mod loom_models {
     fn a_claim_races_spends() {
         loom::model(|| {
             let table = Arc::new(Table::new(2, 1, [0; CLASSES]).unwrap());
+            let budget = Arc::new(Generations::new(Budget));
             let (now, key) = (Nanos::ZERO, 42);
             let ms = millis(now);
             let held = Held {
@@ -353,17 +354,24 @@ mod loom_models {
                 count: 1,
             };
             let probe = table.probe(key);
-            let inserted =
-                table.update(&probe, &Budget, now, Overflow::Deny, |_| ((), held.pack()));
+            let inserted = table.update(
+                &probe,
+                &budget,
+                budget.load(),
+                now,
+                Overflow::Deny,
+                |_, _| ((), held.pack()),
+            );
             assert!(inserted.is_ok());
             let requests: Vec<_> = (0..3)
                 .map(|_| {
-                    let table = Arc::clone(&table);
+                    let (table, budget) = (Arc::clone(&table), Arc::clone(&budget));
                     thread::spawn(move || {
                         let probe = table.probe(key);
-                        let step = |w| spend(w, 1, ms, 0);
+                        let step = |w, _: &_| spend(w, 1, ms, 0);
+                        let current = budget.load();
                         match table
-                            .update(&probe, &Budget, now, Overflow::Deny, step)
+                            .update(&probe, &budget, current, now, Overflow::Deny, step)
                             .ok()
                         {
                             Some(Spend::Spent { renew: false }) => (0, 1, 0),
@@ -378,9 +386,16 @@ mod loom_models {
                                     retry_after: Duration::ZERO,
                                     schedule: 0,
                                 };
-                                let done = |w| complete(w, &grant, 1, ms, 1_000);
-                                let admitted =
-                                    table.update(&probe, &Budget, now, Overflow::Deny, done);
+                                let done = |w, _: &_| complete(w, &grant, 1, ms, 1_000);
+                                let current = budget.load();
+                                let admitted = table.update(
+                                    &probe,
+                                    &budget,
+                                    current,
+                                    now,
+                                    Overflow::Deny,
+                                    done,
+                                );
                                 assert_eq!(admitted.ok(), Some(true));
                                 (1, 1, 5)
                             }
@@ -394,7 +409,7 @@ mod loom_models {
                 let (c, a, g) = request.join().unwrap();
                 (claims, admitted, granted) = (claims + c, admitted + a, granted + g);
             }
-            let held = Held::unpack(table.state(&probe));
+            let held = Held::unpack(table.state(&probe, &budget).0);
             assert_eq!(claims, 1);
             assert!(!held.renewing);
             assert_eq!(held.count + admitted, 1 + granted);

@@ -87,6 +87,12 @@ impl<A: Algorithm> Generations<A> {
         self.generation.load(Relaxed)
     }
 
+    /// The current generation's number, where a reservation can find it without knowing the
+    /// algorithm's type.
+    pub(crate) fn counter(&self) -> &AtomicU64 {
+        &self.generation
+    }
+
     /// The algorithm of `generation`, if it is still known: generation 0's always, a later
     /// one's until the generation two after it is configured.
     pub(crate) fn of(&self, generation: u64) -> Option<A> {

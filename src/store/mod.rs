@@ -8,7 +8,8 @@
 //!   (its protocol is described in the `table` module; how a capacity is cut into shards and
 //!   groups, and which slots a key's hash points to, in the `layout` module). What happens when a
 //!   new key finds no room ([`Overflow`]) and the table's counters ([`KeyedStats`]) are in the
-//!   `overflow` module.
+//!   `overflow` module; the table's algorithm, generation by generation as reconfigurations
+//!   change it, in the `generations` module.
 //!
 //! # Orderings
 //!
@@ -66,6 +67,19 @@
 //! dozen cycles on the insert path only. Weakened to `Release`, it fails the loom models
 //! `inserts_of_one_key_into_different_slots` (both inserters of one key admitted, each in a slot
 //! of its own) and `three_inserts_of_one_key`.
+//!
+//! A keyed table's reconfiguration adds a generation beside each state (two bits of the tag) and
+//! a number that says which generation is current. The same fence orders an inserter against a
+//! reconfiguration's walk: the walk stores the new number, fences (`SeqCst`), and loads every
+//! slot; the inserter reserves, fences, and loads the number. So either the walk sees the
+//! reservation (and kills it) or the inserter sees the number (and starts again): no entry of a
+//! generation that is over is published after the walk. A decision that meets a word of a later
+//! generation than the number it loaded issues an acquire fence before loading the number
+//! again; every word of a new generation was written after a release (the walk's `SeqCst`
+//! fence, the release fence of a decision converting an entry itself, an inserter's `SeqCst`
+//! fence) that followed the new number's store or load, so the second load sees it. Without
+//! that, a decider could keep reloading the old number and go round the slow path until the
+//! store reached it. Words within a generation follow points 1-4 unchanged.
 //!
 //! The statistics counters are `Relaxed` read-modify-writes: they count, they publish nothing.
 //!

@@ -14,6 +14,9 @@
 //!   then publish.
 //! - **Overflow**: no empty or idle slot; the policy denies, allows unrecorded, or evicts the
 //!   least-constrained entry, each judged by the room of its own class.
+//! - **Reconfigure**: publish the next generation, fence, walk every slot converting the
+//!   previous generation's entries and killing its reservations. A decision decides only on an
+//!   entry of its own generation; one that meets the previous generation's converts it first.
 //!
 //! Why each step is so, the argument that a key has at most one live slot, what progress the
 //! protocol guarantees, and the designs not taken are in the crate's
@@ -172,7 +175,9 @@ pub(crate) struct Table {
     /// For each class of entry (the top bits of its tag), the time its schedule may run ahead of
     /// the clock and still admit a request: what [`choose`](Table::choose) judges whether an
     /// entry is being limited by (`Sealed::is_limited` in the algorithm module). Fixed when the
-    /// table is built, so that no ordering is needed to read it.
+    /// table is built, so that no ordering is needed to read it. Class 0's is the room of the
+    /// algorithm it was built with; `choose` takes it from the algorithm of the generation it
+    /// decides in.
     rooms: [u64; CLASSES],
     /// At most `u32::MAX` ([`Layout::new`]): 32 bits leave room for `native` in the same word, so
     /// that the table's own fields stay at 56 bytes on 64-bit targets (the 24-bytes-per-key bound
@@ -496,14 +501,14 @@ impl Table {
                 if let Some(outcome) = self.decide(native, slot, word, tag, &mut in_current) {
                     return Ok(outcome);
                 }
-                self.update_slow(native, probe, quotas, now, policy, step)
+                self.update_slow(native, probe, quotas, current, now, policy, step)
             }
             None => {
                 let mut in_current = |state| step(state, &current);
                 if let Some(outcome) = self.decide(Portable, slot, word, tag, &mut in_current) {
                     return Ok(outcome);
                 }
-                self.update_slow(Portable, probe, quotas, now, policy, step)
+                self.update_slow(Portable, probe, quotas, current, now, policy, step)
             }
         }
     }
@@ -534,19 +539,23 @@ impl Table {
         }
     }
 
-    /// Applies `step` to the state of the probe's key if it has a slot of the probe's generation,
-    /// as [`update`](Table::update) does, but never inserts: `None` if the key has no slot, or
-    /// its entry has been converted into a later generation since. For writes that only make
-    /// sense on the state the key had when a decision was made in that generation (a cancelled
-    /// reservation, a released hold: what they would give back was converted with the rest).
+    /// Applies `step` to the state of the probe's key as [`update`](Table::update) does, if the
+    /// key has a slot and `generation` is still the current one (`counter` holds its number),
+    /// but never inserts: `None` if the key has no slot, or the generation is over (its entry
+    /// has been or is being converted). For writes that only make sense on the state the key
+    /// had when a decision was made in that generation (a cancelled reservation, a released
+    /// hold: what they would give back was converted with the rest).
     pub(crate) fn update_existing<T>(
         &self,
         probe: &Probe,
+        counter: &AtomicU64,
+        generation: u64,
         step: impl FnMut(u64) -> (T, u64),
     ) -> Option<T> {
+        let probe = probe.in_generation(generation);
         match self.native {
-            Some(native) => self.update_existing_with(native, probe, step),
-            None => self.update_existing_with(Portable, probe, step),
+            Some(native) => self.update_existing_with(native, &probe, counter, generation, step),
+            None => self.update_existing_with(Portable, &probe, counter, generation, step),
         }
     }
 
@@ -554,10 +563,15 @@ impl Table {
         &self,
         wide: W,
         probe: &Probe,
+        counter: &AtomicU64,
+        generation: u64,
         mut step: impl FnMut(u64) -> (T, u64),
     ) -> Option<T> {
         while let Some((slot, word)) = self.find_any(wide, probe) {
-            if !decides_on(tag_of(word), probe.tag) {
+            // A later generation's entry, or one with the same two bits four generations later:
+            // neither holds what the write would undo. (A reconfiguration after this load
+            // converts the entry: the compare-and-swap below fails on its new tag.)
+            if counter.load(Relaxed) != generation || !decides_on(tag_of(word), probe.tag) {
                 return None;
             }
             if let Some(outcome) = self.decide(wide, slot, word, probe.tag, &mut step) {
@@ -700,28 +714,36 @@ impl Table {
                 return Ok(outcome);
             }
         }
-        self.update_slow(wide, probe, quotas, now, policy, step)
+        self.update_slow(wide, probe, quotas, current, now, policy, step)
     }
 
     /// [`update`](Table::update) for a key that [`find`](Table::find) did not find, or whose slot
     /// went to another key under it, or was converted into a later generation: look again at
     /// every slot, in the generation current now, then insert.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn update_slow<W: Wide, A: Algorithm, T>(
         &self,
         wide: W,
         probe: &Probe,
         quotas: &Generations<A>,
+        current: Current<A>,
         now: Nanos,
         policy: Overflow,
         mut step: impl FnMut(u64, &Current<A>) -> (T, u64),
     ) -> Result<T, Overflowed<T>> {
         let mut patience = PATIENCE;
+        let mut first = Some(current);
         loop {
-            // A word of a later generation seen by the last look makes this load see that
-            // generation (see the module docs on reconfiguration).
-            fence(Acquire);
-            let current = quotas.load();
+            let current = match first.take() {
+                Some(current) => current,
+                None => {
+                    // A word of a later generation seen by the last look makes this load see
+                    // that generation (see the module docs on reconfiguration).
+                    fence(Acquire);
+                    quotas.load()
+                }
+            };
             let probe = probe.in_generation(current.generation);
             // One load of every slot: it finds the key if it was published since the last look,
             // and otherwise is what the insertion chooses from.
@@ -795,19 +817,21 @@ impl Table {
                 continue;
             }
             up_to_date = false;
-            match self.generation_of(tag, quotas, current) {
+            let retagged = in_generation(tag, current.generation);
+            let next = match self.generation_of(tag, quotas, current) {
                 Generation::Previous(from, at) => {
-                    let tag = in_generation(tag, current.generation);
-                    let next = pack(tag, converted(tag, state, &from, at, &current.algorithm));
-                    // Whoever reads the converted word and then the generation's number sees
-                    // `current`'s (or a later one).
-                    fence(Release);
-                    // Failed: the slot changed, and the caller scans again.
-                    let _ = wide.compare_exchange(self.slot(probe, i), word, next);
+                    let state = converted(retagged, state, &from, at, &current.algorithm);
+                    pack(retagged, state)
                 }
+                // Bits of no generation the table can hold (see `generation_of`).
+                Generation::Current => pack(retagged, state),
                 Generation::Later => return false,
-                Generation::Current => {}
-            }
+            };
+            // Whoever reads the converted word and then the generation's number sees
+            // `current`'s (or a later one).
+            fence(Release);
+            // Failed: the slot changed, and the caller scans again.
+            let _ = wide.compare_exchange(self.slot(probe, i), word, next);
         }
         up_to_date
     }
@@ -1333,6 +1357,37 @@ mod tests {
                 put(at, 0);
             }
         }
+    }
+
+    /// An entry whose generation bits name no generation the table can hold (only a thread
+    /// stalled in one operation across four reconfigurations could leave one) is taken as the
+    /// current generation's: a decision re-tags it and decides on its state as it is, and a
+    /// peek reads it, instead of either going round for ever.
+    #[test]
+    fn an_entry_of_no_known_generation_is_taken_as_the_current_ones() {
+        use crate::algorithm::Gcra;
+        use crate::quota::Quota;
+        let gcra = Gcra::from(Quota::per_second(10).unwrap());
+        let quotas = Generations::new(gcra);
+        let t = Table::new(1_000, 1, NO_ROOM).unwrap();
+        let probe = t.probe(0x0123_4567_89AB_CDEF);
+        let at = Nanos::ZERO;
+        // Three of ten used, written as of generation 2 while the table is in generation 0.
+        let (_, used) = gcra.decide(0, at, 3);
+        let slot = &t.groups[probe.group(0)].slots[probe.start(0)];
+        let stray = pack(in_generation(probe.tag, 2), used);
+        Portable.compare_exchange(slot, 0, stray).unwrap();
+        assert_eq!(t.state(&probe, &quotas).0, used);
+        let decided = t.update(
+            &probe,
+            &quotas,
+            quotas.load(),
+            at,
+            Overflow::Deny,
+            |s, _| gcra.decide(s, at, 1),
+        );
+        assert_eq!(decided.ok().map(|d| d.remaining()), Some(6));
+        assert_eq!(tag_of(Portable.load(slot)), probe.tag);
     }
 
     /// On x86-64 the table runs its slots on the CPU's own instructions ([`Native`]); every
