@@ -14,7 +14,7 @@ use crate::algorithm::{Algorithm, Gcra};
 use crate::clock::{Clock, Nanos};
 use crate::decision::{Decision, Denied, InsufficientCapacity};
 use crate::quota::Quota;
-use crate::store::Probe;
+use crate::store::{Current, Probe};
 
 impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C, S> {
     /// Admits one request for each key of `keys`, in order, with the keys' table lookups
@@ -191,6 +191,9 @@ struct Pipeline<'a, K: ?Sized, A, C, S, I, E> {
     ahead_len: usize,
     /// The clock reading of the current pair of chunks.
     now: Nanos,
+    /// The limiter's algorithm, loaded with each clock reading (a change of quota racing the
+    /// batch overtakes its decisions in the table, as it would single checks').
+    quota: Current<A>,
     /// Whether `requests` has ended: it is not asked again, so the decisions end at its first
     /// `None` even if it would go on after it.
     exhausted: bool,
@@ -201,6 +204,7 @@ struct Pipeline<'a, K: ?Sized, A, C, S, I, E> {
 impl<'a, K, A, C, S, I, E> Pipeline<'a, K, A, C, S, I, E>
 where
     K: ?Sized,
+    A: Algorithm,
     S: BuildHasher,
     I: Iterator,
     E: Copy,
@@ -218,6 +222,7 @@ where
             len: 0,
             ahead_len: 0,
             now: Nanos::ZERO,
+            quota: limiter.quotas.load(),
             exhausted: false,
             chunks: 0,
         }
@@ -246,11 +251,11 @@ where
     }
 
     /// The next decision; `decide` makes it, at the chunk's clock reading.
-    #[inline]
+    #[inline(always)]
     fn next<'k, Q, T>(
         &mut self,
         split: impl Fn(I::Item) -> (&'k Q, E) + Copy,
-        decide: impl FnOnce(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos) -> T,
+        decide: impl FnOnce(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos, Current<A>) -> T,
     ) -> Option<T>
     where
         K: Borrow<Q>,
@@ -275,12 +280,13 @@ where
             // second one's, were requested.
             if self.chunks % CHUNKS_PER_READING == 0 {
                 self.now = self.limiter.clock.now();
+                self.quota = self.limiter.quotas.load();
             }
             self.chunks = self.chunks.wrapping_add(1);
         }
         let (probe, extra) = &self.probes[self.current][self.next];
         self.next += 1;
-        Some(decide(self.limiter, probe, *extra, self.now))
+        Some(decide(self.limiter, probe, *extra, self.now, self.quota))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -333,11 +339,11 @@ where
 {
     type Item = Result<(), Denied>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Result<(), Denied>> {
         self.pipeline.next(
             |key| (key, ()),
-            |limiter, probe, (), now| limiter.apply_at(limiter.quotas.load(), own, probe, 1, now),
+            |limiter, probe, (), now, quota| limiter.apply_at(quota, own, probe, 1, now),
         )
     }
 
@@ -395,13 +401,11 @@ where
 {
     type Item = Result<Decision, InsufficientCapacity>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
         self.pipeline.next(
             |request| request,
-            |limiter, probe, cost, now| {
-                limiter.decide_at(limiter.quotas.load(), own, probe, cost, now)
-            },
+            |limiter, probe, cost, now, quota| limiter.decide_at(quota, own, probe, cost, now),
         )
     }
 
@@ -467,7 +471,9 @@ where
     fn next(&mut self) -> Option<Result<Decision, InsufficientCapacity>> {
         self.pipeline.next(
             |(key, quota, cost)| (key, (Gcra::new(quota), cost)),
-            |limiter, probe, (quota, cost), now| limiter.decide_as_tier_at(quota, probe, cost, now),
+            |limiter, probe, (tier, cost), now, quota| {
+                limiter.decide_as_tier_at(quota, tier, probe, cost, now)
+            },
         )
     }
 

@@ -907,16 +907,17 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
     }
 
     /// [`decide_key_with`](Self::decide_key_with) for a request already hashed (`probe`, of
-    /// class 0), at a given time: for the batches of `decide_keys_with`.
+    /// class 0), at a given time and in the generation `current`: for the batches of
+    /// `decide_keys_with`.
     #[inline]
     fn decide_as_tier_at(
         &self,
+        current: Current<Gcra>,
         tier: Gcra,
         probe: &Probe,
         cost: u64,
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
-        let current = self.quotas.load();
         let probe = probe.with_class(self.class_of(&tier, &current));
         self.decide_at(current, move |_| tier, &probe, cost, now)
     }

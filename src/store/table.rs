@@ -707,10 +707,10 @@ impl Table {
     ) -> Result<T, Overflowed<T>> {
         // The common case, kept small enough to inline into the caller: the key is there, of
         // the current generation, and its compare-and-swap loop decides.
-        let found = probe.in_generation(current.generation);
-        if let Some((slot, word)) = self.find(wide, &found) {
+        let tag = in_generation(probe.tag, current.generation);
+        if let Some((slot, word)) = self.find_where(wide, probe, |found| found == tag) {
             let mut in_current = |state| step(state, &current);
-            if let Some(outcome) = self.decide(wide, slot, word, found.tag, &mut in_current) {
+            if let Some(outcome) = self.decide(wide, slot, word, tag, &mut in_current) {
                 return Ok(outcome);
             }
         }
