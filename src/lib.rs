@@ -95,8 +95,9 @@
 //!
 //! [`RateLimiter::set_quota`] changes a running direct limiter's quota without a lock on the
 //! decision path and without losing what has been admitted: the room left carries over, capped
-//! at the new burst, and the new rate refills it ([`Algorithm::carry_over`]). The Redis limiters
-//! have `set_quota` too.
+//! at the new burst, and the new rate refills it ([`Algorithm::carry_over`]).
+//! [`KeyedRateLimiter::set_quota`] does the same for every key of a keyed limiter (a key with
+//! nothing used is a new key under the new quota), and the Redis limiters have `set_quota` too.
 //!
 //! ```
 //! use tollgate::{Quota, RateLimiter};

@@ -203,8 +203,9 @@ impl<'a, C: Clock> Reservation<'a, C> {
 
     /// Gives the reservation back, if nothing depends on it: `true` if it was still the end of
     /// its schedule, which is then as it was before the reservation; `false` if later requests
-    /// were admitted behind it (they keep their times, and this one's place stays spent), or if
-    /// the reservation was never recorded (a cost of 0; a full table under
+    /// were admitted behind it (they keep their times, and this one's place stays spent), if
+    /// the limiter's quota has changed since (the reservation was converted with the rest of the
+    /// state), or if the reservation was never recorded (a cost of 0; a full table under
     /// [`Overflow::Allow`](crate::Overflow)). See the [module docs](self).
     ///
     /// ```

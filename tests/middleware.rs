@@ -450,20 +450,30 @@ async fn on_a_plain_hyper_server() {
     assert_eq!(limiter.peek_key(&loopback).remaining(), 0);
 }
 
-/// A service states its limits' quotas as they are: after `set_quota`, its next response's
-/// `RateLimit-Policy` has the new capacity.
+/// A service states its limits' quotas as they are: after `set_quota`, of a direct limiter or
+/// a keyed one, its next response's `RateLimit-Policy` has the new capacity.
 #[tokio::test]
 async fn the_policy_follows_a_quota_change() {
     use tower_layer::Layer;
 
     let limiter = Arc::new(RateLimiter::gcra(Quota::per_minute(5).unwrap()));
-    let layer = RateLimitLayer::new((Direct::new("global", Arc::clone(&limiter)).unwrap(),));
+    let per_user =
+        Arc::new(KeyedRateLimiter::<u64>::gcra(Quota::per_minute(20).unwrap(), 100).unwrap());
+    let everyone = from_fn(|_: &http::request::Parts| Some(7u64));
+    let layer = RateLimitLayer::new((
+        Direct::new("global", Arc::clone(&limiter)).unwrap(),
+        Keyed::new("user", Arc::clone(&per_user), everyone).unwrap(),
+    ));
     let mut service =
         layer.layer(axum::Router::new().route("/", axum::routing::get(|| async { "ok" })));
-    assert_eq!(policy(&mut service).await, "\"global\";q=5;w=60");
-    assert_eq!(policy(&mut service).await, "\"global\";q=5;w=60");
+    let stated =
+        |global: u64, user: u64| format!("\"global\";q={global};w=60, \"user\";q={user};w=60");
+    assert_eq!(policy(&mut service).await, stated(5, 20));
+    assert_eq!(policy(&mut service).await, stated(5, 20));
     limiter.set_quota(Quota::per_minute(10).unwrap()).unwrap();
-    assert_eq!(policy(&mut service).await, "\"global\";q=10;w=60");
+    assert_eq!(policy(&mut service).await, stated(10, 20));
+    per_user.set_quota(Quota::per_minute(30).unwrap()).unwrap();
+    assert_eq!(policy(&mut service).await, stated(10, 30));
 }
 
 /// The `RateLimit-Policy` of `service`'s response to a GET.

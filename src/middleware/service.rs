@@ -249,7 +249,8 @@ impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
 }
 
 /// The `RateLimit-Policy` field as a service last wrote it, with the limits it stated: written
-/// again only when a limit's quota has changed ([`set_quota`](crate::RateLimiter::set_quota)).
+/// again only when a limit's quota has changed ([`set_quota`](crate::RateLimiter::set_quota),
+/// [`KeyedRateLimiter::set_quota`](crate::KeyedRateLimiter::set_quota)).
 #[derive(Default)]
 struct PolicyCache {
     limits: Vec<(u64, core::time::Duration)>,
