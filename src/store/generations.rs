@@ -18,7 +18,7 @@ use super::config::Config;
 use crate::algorithm::Algorithm;
 use crate::clock::Nanos;
 use crate::sync::{
-    AtomicU64, Mutex,
+    fence, AtomicU64, Mutex,
     Ordering::{Acquire, Relaxed, Release},
 };
 
@@ -56,7 +56,9 @@ impl<A: Algorithm> Generations<A> {
     /// The current generation and its algorithm.
     #[inline]
     pub(crate) fn load(&self) -> Current<A> {
-        let generation = self.generation.load(Acquire);
+        // Generation 0's algorithm is a field written before the limiter was shared: only a
+        // later one's words need the acquire, which `load_later` issues.
+        let generation = self.generation.load(Relaxed);
         if generation == 0 {
             return Current {
                 generation,
@@ -68,6 +70,8 @@ impl<A: Algorithm> Generations<A> {
 
     #[cold]
     fn load_later(&self, mut generation: u64) -> Current<A> {
+        // Pairs with the release store that published `generation`: its words are written.
+        fence(Acquire);
         loop {
             if let Some(algorithm) = self.of(generation) {
                 return Current {
