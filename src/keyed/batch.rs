@@ -255,7 +255,7 @@ where
     fn next<'k, Q, T>(
         &mut self,
         split: impl Fn(I::Item) -> (&'k Q, E) + Copy,
-        decide: impl FnOnce(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos, Current<A>) -> T,
+        decide: impl FnOnce(&KeyedRateLimiter<K, A, C, S>, &Probe, E, Nanos, &Current<A>) -> T,
     ) -> Option<T>
     where
         K: Borrow<Q>,
@@ -286,7 +286,7 @@ where
         }
         let (probe, extra) = &self.probes[self.current][self.next];
         self.next += 1;
-        Some(decide(self.limiter, probe, *extra, self.now, self.quota))
+        Some(decide(self.limiter, probe, *extra, self.now, &self.quota))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -472,7 +472,7 @@ where
         self.pipeline.next(
             |(key, quota, cost)| (key, (Gcra::new(quota), cost)),
             |limiter, probe, (tier, cost), now, quota| {
-                limiter.decide_as_tier_at(quota, tier, probe, cost, now)
+                limiter.decide_as_tier_at(*quota, tier, probe, cost, now)
             },
         )
     }

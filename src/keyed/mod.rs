@@ -297,7 +297,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized,
     {
         let probe = self.probe(key);
-        self.apply_at(self.quotas.load(), own, &probe, 1, self.clock.now())
+        self.apply_at(&self.quotas.load(), own, &probe, 1, self.clock.now())
     }
 
     /// Admits a request of `cost` units for `key`, all or nothing.
@@ -323,7 +323,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         let probe = self.probe(key);
         let current = self.quotas.load();
         InsufficientCapacity::check(cost, current.algorithm.capacity())?;
-        Ok(self.apply_at(current, own, &probe, cost, self.clock.now())?)
+        Ok(self.apply_at(&current, own, &probe, cost, self.clock.now())?)
     }
 
     /// Decides a request of `cost` for `key` and reports everything about it. A cost of 0 is
@@ -352,7 +352,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Q: Hash + ?Sized,
     {
         let probe = self.probe(key);
-        self.decide_at(self.quotas.load(), own, &probe, cost, self.clock.now())
+        self.decide_at(&self.quotas.load(), own, &probe, cost, self.clock.now())
     }
 
     /// Whether one request for `key` would be admitted now, and if not, when it would be,
@@ -641,7 +641,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     #[inline]
     fn apply_at<B: Algorithm>(
         &self,
-        current: Current<A>,
+        current: &Current<A>,
         pick: impl Fn(&A) -> B,
         probe: &Probe,
         cost: u64,
@@ -658,7 +658,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         // each by the room of its own class.
         match self
             .table
-            .update(probe, &self.quotas, current, now, self.overflow, step)
+            .update(probe, &self.quotas, *current, now, self.overflow, step)
         {
             Ok(outcome) => outcome,
             Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => fresh,
@@ -669,7 +669,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
     #[inline]
     fn decide_at<B: Algorithm>(
         &self,
-        current: Current<A>,
+        current: &Current<A>,
         pick: impl Fn(&A) -> B,
         probe: &Probe,
         cost: u64,
@@ -682,7 +682,7 @@ impl<K: ?Sized, A: Algorithm, C: Clock, S: BuildHasher> KeyedRateLimiter<K, A, C
         Ok(
             match self
                 .table
-                .update(probe, &self.quotas, current, now, self.overflow, step)
+                .update(probe, &self.quotas, *current, now, self.overflow, step)
             {
                 Ok(decision) => decision,
                 Err(Overflowed { fresh, .. }) if self.overflow == Overflow::Allow => {
@@ -821,7 +821,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         let (tier, class) = self.tier(quota, &current);
         InsufficientCapacity::check(cost, tier.capacity())?;
         let probe = probe.with_class(class);
-        Ok(self.apply_at(current, move |_| tier, &probe, cost, self.clock.now())?)
+        Ok(self.apply_at(&current, move |_| tier, &probe, cost, self.clock.now())?)
     }
 
     /// Decides a request of `cost` for `key` under `quota` instead of the limiter's own, with
@@ -856,7 +856,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         let current = self.quotas.load();
         let (tier, class) = self.tier(quota, &current);
         let probe = probe.with_class(class);
-        self.decide_at(current, move |_| tier, &probe, cost, self.clock.now())
+        self.decide_at(&current, move |_| tier, &probe, cost, self.clock.now())
     }
 
     /// [`peek_key_n`](Self::peek_key_n) under `quota` instead of the limiter's own.
@@ -922,7 +922,7 @@ impl<K: ?Sized, C: Clock, S: BuildHasher> KeyedRateLimiter<K, Gcra, C, S> {
         now: Nanos,
     ) -> Result<Decision, InsufficientCapacity> {
         let probe = probe.with_class(self.class_of(&tier, &current));
-        self.decide_at(current, move |_| tier, &probe, cost, now)
+        self.decide_at(&current, move |_| tier, &probe, cost, now)
     }
 }
 
