@@ -165,13 +165,3 @@ impl<A: Algorithm> Generations<A> {
         f(self.load())
     }
 }
-
-impl<A: core::fmt::Debug + Algorithm> core::fmt::Debug for Generations<A> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let current = self.load();
-        f.debug_struct("Generations")
-            .field("generation", &current.generation)
-            .field("algorithm", &current.algorithm)
-            .finish()
-    }
-}

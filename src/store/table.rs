@@ -423,9 +423,8 @@ impl Table {
         quotas: &Generations<A>,
     ) -> (u64, Current<A>) {
         loop {
-            // A word of a later generation than the one loaded before it makes the next load
-            // see that generation (see the module docs on reconfiguration).
-            fence(Acquire);
+            // After a word of a later generation, `generation_of` has issued the acquire fence
+            // that makes this load see that generation.
             let current = quotas.load();
             let Some((_, word)) = self.find_any(wide, probe) else {
                 return (0, current);
